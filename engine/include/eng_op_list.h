@@ -1,0 +1,62 @@
+/* Every op of the registry, once. ENG_OP(ID, "name"). Adding an op: a line here, its entry in
+ * engine/src/ops/registry.c, its kernels, and a line in the op test table (tests/test_ops.c).
+ * No include guard: included with different ENG_OP definitions. */
+/* elementwise unary */
+ENG_OP(NEG, "neg")
+ENG_OP(ABS, "abs")
+ENG_OP(EXP, "exp")
+ENG_OP(LOG, "log")
+ENG_OP(SQRT, "sqrt")
+ENG_OP(RSQRT, "rsqrt")
+ENG_OP(TANH, "tanh")
+ENG_OP(SIGMOID, "sigmoid")
+ENG_OP(SILU, "silu")
+ENG_OP(GELU, "gelu")
+ENG_OP(RELU, "relu")
+ENG_OP(SOFTPLUS, "softplus")
+/* elementwise binary (broadcasting) */
+ENG_OP(ADD, "add")
+ENG_OP(SUB, "sub")
+ENG_OP(MUL, "mul")
+ENG_OP(DIV, "div")
+ENG_OP(POW, "pow")
+ENG_OP(MAXIMUM, "maximum")
+ENG_OP(MINIMUM, "minimum")
+ENG_OP(EQ, "eq")
+ENG_OP(NE, "ne")
+ENG_OP(LT, "lt")
+ENG_OP(LE, "le")
+ENG_OP(GT, "gt")
+ENG_OP(GE, "ge")
+/* elementwise, other */
+ENG_OP(CLAMP, "clamp")
+ENG_OP(WHERE, "where")
+/* reductions */
+ENG_OP(SUM, "sum")
+ENG_OP(MEAN, "mean")
+ENG_OP(MAX, "max")
+ENG_OP(MIN, "min")
+ENG_OP(VAR, "var")
+ENG_OP(STD, "std")
+ENG_OP(ARGMAX, "argmax")
+/* rows */
+ENG_OP(SOFTMAX, "softmax")
+ENG_OP(LOG_SOFTMAX, "log_softmax")
+ENG_OP(LAYER_NORM, "layer_norm")
+ENG_OP(RMS_NORM, "rms_norm")
+ENG_OP(CROSS_ENTROPY, "cross_entropy")
+/* linear algebra */
+ENG_OP(MATMUL, "matmul")
+/* indexing and joining */
+ENG_OP(EMBEDDING, "embedding")
+ENG_OP(INDEX_SELECT, "index_select")
+ENG_OP(GATHER, "gather")
+ENG_OP(CAT, "cat")
+/* data movement and creation (outputs may be given: copy and fill write in place) */
+ENG_OP(COPY, "copy")
+ENG_OP(FILL, "fill")
+ENG_OP(ARANGE, "arange")
+ENG_OP(EYE, "eye")
+ENG_OP(RAND, "rand")
+ENG_OP(RANDN, "randn")
+ENG_OP(RANDINT, "randint")

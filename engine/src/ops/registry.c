@@ -1,0 +1,224 @@
+/* The op registry: one entry per op, and the dispatch that every op goes through. */
+#include <stdio.h>
+#include <string.h>
+
+#include "eng_registry.h"
+#include "ops/ops_internal.h"
+
+#ifdef ENG_HAVE_CUDA
+#define CUDA(fn) fn
+#else
+#define CUDA(fn) NULL
+#endif
+/* Until the CUDA backend lands, no op has a CUDA kernel: CUDA(...) entries are added per op then. */
+
+#define UNARY(ID, doc) [ENG_OP_##ID] = {.doc = doc, .n_in = 1, .infer = eng_infer_unary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_unary}}
+#define BINARY(ID, doc) [ENG_OP_##ID] = {.doc = doc, .n_in = 2, .infer = eng_infer_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary}}
+#define REDUCE(ID, doc) [ENG_OP_##ID] = {.doc = doc, .n_in = 1, .infer = eng_infer_reduce, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_reduce}}
+#define CREATE(ID, doc, cpu) [ENG_OP_##ID] = {.doc = doc, .n_in = 0, .infer = eng_infer_create, .kernel = {[ENG_BACKEND_CPU] = cpu}}
+
+/* Attrs per op (see eng_op_attrs_t):
+ *   clamp:          flags ENG_ATTR_HAS_LO|HAS_HI, f[0] lo, f[1] hi
+ *   reductions:     i[0..ni-1] dims (normalised, ascending, unique; ni = 0: all), flags KEEPDIM,
+ *                   f[0] correction (var/std)
+ *   argmax:         i[0] dim, flags KEEPDIM|FLATTEN
+ *   (log_)softmax:  i[0] dim (normalised)
+ *   layer/rms_norm: f[0] eps; inputs x, weight (optional), bias (optional, layer_norm only)
+ *   cross_entropy:  i[0] ignore_index
+ *   index_select, gather, cat: i[0] dim (normalised)
+ *   copy:           out[0] preset (copy_), or attrs.dtype/attrs.device give a fresh destination
+ *   fill:           out[0] preset, f[0] value
+ *   creation ops:   shape i[0..ni-1], attrs.dtype, attrs.device;
+ *                   arange f[0] start, f[1] step, f[2] end, flags LINSPACE;
+ *                   eye i[0] rows, i[1] cols (ni = 2);
+ *                   rand f[0] low, f[1] high; randn f[0] mean, f[1] std; randint f[0] low, f[1] high;
+ *                   random ops: u[0] seed, u[1] first Philox block */
+static eng_op_def_t defs[ENG_OP_COUNT] = {
+    UNARY(NEG, "-x"),
+    UNARY(ABS, "|x|"),
+    UNARY(EXP, "e^x"),
+    UNARY(LOG, "natural logarithm"),
+    UNARY(SQRT, "square root"),
+    UNARY(RSQRT, "1 / sqrt(x)"),
+    UNARY(TANH, "hyperbolic tangent"),
+    UNARY(SIGMOID, "1 / (1 + e^-x)"),
+    UNARY(SILU, "x * sigmoid(x)"),
+    UNARY(GELU, "x * Phi(x) (exact, erf form)"),
+    UNARY(RELU, "max(x, 0)"),
+    UNARY(SOFTPLUS, "log(1 + e^x)"),
+    BINARY(ADD, "a + b (broadcasting)"),
+    BINARY(SUB, "a - b (broadcasting)"),
+    BINARY(MUL, "a * b (broadcasting)"),
+    BINARY(DIV, "a / b (broadcasting; integers give f32)"),
+    BINARY(POW, "a ^ b (broadcasting)"),
+    BINARY(MAXIMUM, "elementwise max(a, b)"),
+    BINARY(MINIMUM, "elementwise min(a, b)"),
+    BINARY(EQ, "a == b, as u8"),
+    BINARY(NE, "a ~= b, as u8"),
+    BINARY(LT, "a < b, as u8"),
+    BINARY(LE, "a <= b, as u8"),
+    BINARY(GT, "a > b, as u8"),
+    BINARY(GE, "a >= b, as u8"),
+    [ENG_OP_CLAMP] = {.doc = "clamp(x, lo, hi)", .n_in = 1, .infer = eng_infer_clamp,
+                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_clamp}},
+    [ENG_OP_WHERE] = {.doc = "where(cond, a, b)", .n_in = 3, .infer = eng_infer_where,
+                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_where}},
+    REDUCE(SUM, "sum over dims"),
+    REDUCE(MEAN, "mean over dims"),
+    REDUCE(MAX, "max over dims"),
+    REDUCE(MIN, "min over dims"),
+    REDUCE(VAR, "variance over dims (correction 1 by default)"),
+    REDUCE(STD, "standard deviation over dims (correction 1 by default)"),
+    [ENG_OP_ARGMAX] = {.doc = "index of the max along a dim", .n_in = 1, .infer = eng_infer_argmax,
+                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_argmax}},
+    [ENG_OP_SOFTMAX] = {.doc = "softmax along a dim", .n_in = 1, .infer = eng_infer_softmax,
+                        .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax}},
+    [ENG_OP_LOG_SOFTMAX] = {.doc = "log of softmax along a dim", .n_in = 1, .infer = eng_infer_softmax,
+                            .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax}},
+    [ENG_OP_LAYER_NORM] = {.doc = "layer norm over the last dim", .n_in = 3, .infer = eng_infer_norm,
+                           .kernel = {[ENG_BACKEND_CPU] = eng_cpu_layer_norm}},
+    [ENG_OP_RMS_NORM] = {.doc = "RMS norm over the last dim", .n_in = 2, .infer = eng_infer_norm,
+                         .kernel = {[ENG_BACKEND_CPU] = eng_cpu_rms_norm}},
+    [ENG_OP_CROSS_ENTROPY] = {.doc = "mean cross-entropy of logits [...,C] against integer targets",
+                              .n_in = 2, .infer = eng_infer_cross_entropy,
+                              .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cross_entropy}},
+    [ENG_OP_MATMUL] = {.doc = "matrix product (torch.matmul semantics)", .n_in = 2,
+                       .infer = eng_infer_matmul, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_matmul}},
+    [ENG_OP_EMBEDDING] = {.doc = "rows of a table picked by integer ids", .n_in = 2,
+                          .infer = eng_infer_embedding, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_embedding}},
+    [ENG_OP_INDEX_SELECT] = {.doc = "entries along a dim picked by a 1-D integer index", .n_in = 2,
+                             .infer = eng_infer_index_select,
+                             .kernel = {[ENG_BACKEND_CPU] = eng_cpu_index_select}},
+    [ENG_OP_GATHER] = {.doc = "torch.gather along a dim", .n_in = 2, .infer = eng_infer_gather,
+                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_gather}},
+    [ENG_OP_CAT] = {.doc = "concatenate along a dim", .n_in = -1, .infer = eng_infer_cat,
+                    .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cat}},
+    [ENG_OP_COPY] = {.doc = "copy with dtype conversion (and across devices)", .n_in = 1,
+                     .flags = ENG_OPDEF_CROSS_DEVICE, .infer = eng_infer_copy,
+                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_copy}},
+    [ENG_OP_FILL] = {.doc = "fill with one value", .n_in = 0, .infer = eng_infer_fill,
+                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_fill}},
+    CREATE(ARANGE, "evenly spaced values", eng_cpu_arange),
+    CREATE(EYE, "identity matrix", eng_cpu_eye),
+    CREATE(RAND, "uniform random values (Philox)", eng_cpu_rand),
+    CREATE(RANDN, "normal random values (Philox, Box-Muller)", eng_cpu_randn),
+    CREATE(RANDINT, "uniform random integers (Philox)", eng_cpu_randint),
+};
+
+static const char *const names[ENG_OP_COUNT] = {
+#define ENG_OP(id, name) [ENG_OP_##id] = name,
+#include "eng_op_list.h"
+#undef ENG_OP
+};
+
+static eng_op_hook_fn hook_fn;
+static void *hook_user;
+
+const eng_op_def_t *eng_op_def(eng_op_id_t id) {
+  if ((int)id < 0 || id >= ENG_OP_COUNT) return NULL;
+  eng_op_def_t *d = &defs[id];
+  d->name = names[id];
+  return d;
+}
+
+const eng_op_def_t *eng_op_find(const char *name, eng_op_id_t *id) {
+  for (int i = 0; i < ENG_OP_COUNT; i++) {
+    if (strcmp(names[i], name) == 0) {
+      if (id) *id = (eng_op_id_t)i;
+      return eng_op_def((eng_op_id_t)i);
+    }
+  }
+  return NULL;
+}
+
+eng_backend_t eng_backend_of(eng_device_t d) {
+  return d.type == ENG_DEV_CUDA ? ENG_BACKEND_CUDA : ENG_BACKEND_CPU;
+}
+
+void eng_op_set_hook(eng_op_hook_fn fn, void *user) {
+  hook_fn = fn;
+  hook_user = user;
+}
+
+/* The device the op runs on: its inputs' (which must agree unless the op crosses devices), or
+ * for ops without inputs, attrs.device; a copy runs where the non-CPU side is. */
+static eng_status_t pick_device(const eng_op_def_t *def, const eng_op_call_t *call, eng_device_t *dev) {
+  int have = 0;
+  char a[32], b[32];
+  for (int k = 0; k < call->n_in; k++) {
+    const eng_tensor_t *t = call->in[k];
+    if (!t) continue;
+    eng_device_t d = t->storage->device;
+    if (!have) {
+      *dev = d;
+      have = 1;
+    } else if (!eng_device_equal(*dev, d) && !(def->flags & ENG_OPDEF_CROSS_DEVICE)) {
+      return eng_error(ENG_ERR_DEVICE, "%s: inputs are on different devices: %s and %s", def->name,
+                       eng_device_name(*dev, a, sizeof a), eng_device_name(d, b, sizeof b));
+    }
+  }
+  if (!have) {
+    *dev = call->out[0] ? call->out[0]->storage->device : call->attrs.device;
+    return ENG_OK;
+  }
+  if (def->flags & ENG_OPDEF_CROSS_DEVICE) {
+    eng_device_t dst = call->out[0] ? call->out[0]->storage->device : call->attrs.device;
+    if (dst.type == ENG_DEV_CUDA) *dev = dst;
+  }
+  return ENG_OK;
+}
+
+/* Prefixes the message with "op: " unless it already starts that way. */
+static eng_status_t name_error(const char *op, eng_status_t st) {
+  const char *msg = eng_last_error();
+  size_t n = strlen(op);
+  if (!(strncmp(msg, op, n) == 0 && msg[n] == ':')) eng_error_prefix(op);
+  return st;
+}
+
+eng_status_t eng_op_dispatch(eng_op_call_t *call) {
+  const eng_op_def_t *def = eng_op_def(call->id);
+  if (!def) return eng_error(ENG_ERR_INTERNAL, "dispatch: unknown op id %d", (int)call->id);
+  if (def->n_in >= 0 && call->n_in != def->n_in)
+    return eng_error(ENG_ERR_INTERNAL, "%s: expected %d inputs, got %d", def->name, def->n_in, call->n_in);
+
+  eng_device_t dev;
+  eng_status_t st = pick_device(def, call, &dev);
+  if (st) return st;
+  eng_op_kernel_fn kernel = def->kernel[eng_backend_of(dev)];
+  if (!kernel) {
+    char d[32];
+    return eng_error(ENG_ERR_UNSUPPORTED, "%s: not implemented on %s", def->name,
+                     eng_device_name(dev, d, sizeof d));
+  }
+
+  if (call->n_out == 0) call->n_out = 1;
+  st = def->infer(call);
+  if (st) return name_error(def->name, st);
+
+  eng_tensor_t *made[ENG_OP_MAX_OUT] = {0};
+  /* Fresh outputs go where the op runs, except a copy's, which go where the caller asked. */
+  eng_device_t out_dev = (def->flags & ENG_OPDEF_CROSS_DEVICE) ? call->attrs.device : dev;
+  for (int k = 0; k < call->n_out; k++) {
+    if (call->out[k]) continue;
+    const eng_op_meta_t *m = &call->meta[k];
+    st = eng_tensor_empty(m->shape, m->ndim, m->dtype, out_dev, &made[k]);
+    if (st) goto fail;
+    call->out[k] = made[k];
+  }
+
+  if (hook_fn) hook_fn(hook_user, call, 1);
+  st = kernel(call);
+  if (hook_fn) hook_fn(hook_user, call, 0);
+  if (st) goto fail;
+  return ENG_OK;
+
+fail:
+  for (int k = 0; k < call->n_out; k++) {
+    if (made[k]) {
+      eng_tensor_release(made[k]);
+      call->out[k] = NULL;
+    }
+  }
+  return name_error(def->name, st);
+}
