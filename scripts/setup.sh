@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   luajit libluajit-5.1-dev   # the Lua host and the C API we embed
   libcriterion-dev           # the test framework (run by ctest)
   libstb-dev                 # stb headers (image writing for plots)

@@ -136,7 +136,18 @@ eng_status_t eng_broadcast_shapes(const char *op, const eng_tensor_t *const *ts,
 
 /* ---- RNG: counter-based Philox4x32-10 ----
  * Element i of a draw uses block (offset + i/4), word i%4, with key = seed. Each draw advances
- * offset by ceil(n/4) blocks, so the GPU path can reproduce the same numbers by index. */
+ * offset by ceil(n/4) blocks, so the GPU path can reproduce the same numbers by index.
+ *
+ * The formulas (a contract: every backend computes them in double, bit for bit):
+ *   block b = Philox4x32-10 with counter {lo32(b), hi32(b), 0, 0} and key {lo32(seed), hi32(seed)},
+ *   giving words w[0..3]; element i reads w = word i%4 of block offset + i/4.
+ *   uniform: u = w * 2^-32 for f64, u = (w >> 8) * 2^-24 for the other dtypes;
+ *            value = low + (high - low) * u, then stored with the dtype's rounding (so f16/bf16/f32
+ *            values may round up to high itself).
+ *   normal:  p = (i%4)/2, u1 = (w[2p] + 1.0) * 2^-32 (in (0, 1]), u2 = w[2p+1] * 2^-32,
+ *            r = sqrt(-2 log u1); n = r cos(2 pi u2) for even i, r sin(2 pi u2) for odd i;
+ *            value = mean + std * n, stored with the dtype's rounding.
+ *   randint: value = low + ((uint64_t)w * (high - low) >> 32), with high - low in [1, 2^32]. */
 typedef struct {
   uint64_t seed;
   uint64_t offset;

@@ -12,10 +12,10 @@
 #endif
 /* Until the CUDA backend lands, no op has a CUDA kernel: CUDA(...) entries are added per op then. */
 
-#define UNARY(ID, doc) [ENG_OP_##ID] = {.doc = doc, .n_in = 1, .infer = eng_infer_unary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_unary}}
-#define BINARY(ID, doc) [ENG_OP_##ID] = {.doc = doc, .n_in = 2, .infer = eng_infer_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary}}
-#define REDUCE(ID, doc) [ENG_OP_##ID] = {.doc = doc, .n_in = 1, .infer = eng_infer_reduce, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_reduce}}
-#define CREATE(ID, doc, cpu) [ENG_OP_##ID] = {.doc = doc, .n_in = 0, .infer = eng_infer_create, .kernel = {[ENG_BACKEND_CPU] = cpu}}
+#define UNARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_unary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_unary}}
+#define BINARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 2, .infer = eng_infer_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary}}
+#define REDUCE(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_reduce, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_reduce}}
+#define CREATE(ID, doc_, cpu) [ENG_OP_##ID] = {.doc = doc_, .n_in = 0, .infer = eng_infer_create, .kernel = {[ENG_BACKEND_CPU] = cpu}}
 
 /* Attrs per op (see eng_op_attrs_t):
  *   clamp:          flags ENG_ATTR_HAS_LO|HAS_HI, f[0] lo, f[1] hi

@@ -1,0 +1,57 @@
+/* Helpers shared by the elementwise, reduction, norm and loss op files. */
+#include "ops/op_common.h"
+
+#include <string.h>
+
+const char *eng_call_name(const eng_op_call_t *call) { return eng_op_def(call->id)->name; }
+
+eng_status_t eng_call_need_inputs(const eng_op_call_t *call, int n) {
+  for (int k = 0; k < n; k++)
+    if (!call->in[k])
+      return eng_error(ENG_ERR_ARG, "%s: input %d is missing", eng_call_name(call), k + 1);
+  return ENG_OK;
+}
+
+void eng_call_meta_like(eng_op_call_t *call, const eng_tensor_t *t, eng_dtype_t dt) {
+  eng_op_meta_t *m = &call->meta[0];
+  m->ndim = t->ndim;
+  memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  m->dtype = dt;
+}
+
+eng_status_t eng_call_check_out(const eng_op_call_t *call) {
+  const eng_tensor_t *o = call->out[0];
+  const eng_op_meta_t *m = &call->meta[0];
+  int same = o->ndim == m->ndim && o->dtype == m->dtype;
+  for (int d = 0; same && d < m->ndim; d++) same = o->shape[d] == m->shape[d];
+  if (same && eng_tensor_is_contiguous(o)) return ENG_OK;
+  char want[ENG_OP_SHAPE_BUF], got[ENG_OP_SHAPE_BUF];
+  return eng_error(same ? ENG_ERR_LAYOUT : ENG_ERR_SHAPE,
+                   "%s: the output must be a contiguous %s %s, got a%s %s %s", eng_call_name(call),
+                   eng_dtype_name(m->dtype), eng_shape_str(m->shape, m->ndim, want, sizeof want),
+                   eng_tensor_is_contiguous(o) ? "" : " non-contiguous", eng_dtype_name(o->dtype),
+                   ENG_SHAPE_STR(o, got));
+}
+
+eng_status_t eng_call_run(eng_op_call_t *call, eng_tensor_t **out) {
+  eng_status_t st = eng_op_dispatch(call);
+  if (st) return st;
+  *out = call->out[0];
+  return ENG_OK;
+}
+
+eng_status_t eng_need_float(const char *op, const eng_tensor_t *t) {
+  if (eng_dtype_is_float(t->dtype)) return ENG_OK;
+  return eng_error(ENG_ERR_DTYPE, "%s: expected a floating dtype, got %s", op,
+                   eng_dtype_name(t->dtype));
+}
+
+eng_status_t eng_wrap_dim0(const char *op, int64_t dim, int ndim, int *out) {
+  return eng_dim_wrap(op, dim, ndim > 0 ? ndim : 1, out);
+}
+
+int64_t eng_dims_numel(const int64_t *shape, int lo, int hi) {
+  int64_t n = 1;
+  for (int d = lo; d < hi; d++) n *= shape[d];
+  return n;
+}

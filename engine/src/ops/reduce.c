@@ -1,0 +1,221 @@
+/* Reductions over a set of dims and argmax: shape/dtype rules, CPU adapters, typed functions.
+ * The adapters bring x into a contiguous [outer, n, inner] array whose middle dim holds the
+ * reduced elements, which is what kernels/cpu/reduce takes. */
+#include <string.h>
+
+#include "cpu/reduce.h"
+#include "eng_ops.h"
+#include "ops/op_common.h"
+#include "ops/ops_internal.h"
+
+_Static_assert(ENG_OP_STD - ENG_OP_SUM == ENG_REDUCE_STD, "reduce ops out of step");
+
+const char *eng_reduce_name(eng_reduce_op_t op) {
+  if ((unsigned)op >= ENG_REDUCE_COUNT) return "unknown";
+  return eng_op_def((eng_op_id_t)(ENG_OP_SUM + op))->name;
+}
+
+/* The reduced dims of a call as a bit mask (attrs: ascending unique dims; none = all). */
+static eng_status_t reduced_mask(const eng_op_call_t *call, const eng_tensor_t *x, unsigned *mask) {
+  const eng_op_attrs_t *at = &call->attrs;
+  if (at->ni == 0) {
+    *mask = (1u << x->ndim) - 1;
+    return ENG_OK;
+  }
+  *mask = 0;
+  for (int k = 0; k < at->ni; k++) {
+    int64_t d = at->i[k];
+    if (d < 0 || d >= x->ndim || (k > 0 && d <= at->i[k - 1]))
+      return eng_error(ENG_ERR_INDEX,
+                       "%s: dims must be ascending, unique and in [0, %d), got %lld at %d",
+                       eng_call_name(call), x->ndim, (long long)d, k);
+    *mask |= 1u << d;
+  }
+  return ENG_OK;
+}
+
+eng_status_t eng_infer_reduce(eng_op_call_t *call) {
+  eng_status_t st = eng_call_need_inputs(call, 1);
+  if (st) return st;
+  const eng_tensor_t *x = call->in[0];
+  const char *name = eng_call_name(call);
+  eng_reduce_op_t op = (eng_reduce_op_t)(call->id - ENG_OP_SUM);
+  int is_float = eng_dtype_is_float(x->dtype);
+  if (!is_float && op != ENG_REDUCE_SUM && op != ENG_REDUCE_MAX && op != ENG_REDUCE_MIN)
+    return eng_need_float(name, x);
+  unsigned mask;
+  if ((st = reduced_mask(call, x, &mask))) return st;
+
+  eng_op_meta_t *m = &call->meta[0];
+  int keep = call->attrs.flags & ENG_ATTR_KEEPDIM;
+  int64_t n = 1;
+  m->ndim = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (mask & (1u << d)) {
+      n *= x->shape[d];
+      if (keep) m->shape[m->ndim++] = 1;
+    } else {
+      m->shape[m->ndim++] = x->shape[d];
+    }
+  }
+  if (n == 0 && (op == ENG_REDUCE_MAX || op == ENG_REDUCE_MIN)) {
+    char s[ENG_OP_SHAPE_BUF];
+    return eng_error(ENG_ERR_SHAPE, "%s: the reduced dims of x %s hold no elements", name,
+                     ENG_SHAPE_STR(x, s));
+  }
+  m->dtype = !is_float && op == ENG_REDUCE_SUM ? ENG_I64 : x->dtype;
+  return ENG_OK;
+}
+
+/* *xc = x laid out as contiguous [outer, n, inner] with the masked dims in the middle: in place
+ * when those dims are adjacent (size-1 dims do not count), else permuted behind the kept dims. */
+static eng_status_t to_outer_n_inner(eng_tensor_t *x, unsigned mask, eng_tensor_t **xc,
+                                     int64_t *outer, int64_t *n, int64_t *inner) {
+  int first = -1, last = -1, adjacent = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    if (x->shape[d] == 1 || !(mask & (1u << d))) continue;
+    if (first < 0) first = d;
+    last = d;
+  }
+  for (int d = first + 1; d < last; d++)
+    if (x->shape[d] != 1 && !(mask & (1u << d))) adjacent = 0;
+  if (adjacent) {
+    int lo = first < 0 ? x->ndim : first, hi = first < 0 ? x->ndim : last + 1; /* none: n = 1 */
+    *outer = eng_dims_numel(x->shape, 0, lo);
+    *n = eng_dims_numel(x->shape, lo, hi);
+    *inner = eng_dims_numel(x->shape, hi, x->ndim);
+    return eng_tensor_contiguous(x, xc);
+  }
+  int64_t perm[ENG_MAX_DIMS];
+  int np = 0;
+  *outer = *n = *inner = 1;
+  for (int d = 0; d < x->ndim; d++)
+    if (!(mask & (1u << d))) {
+      perm[np++] = d;
+      *outer *= x->shape[d];
+    }
+  for (int d = 0; d < x->ndim; d++)
+    if (mask & (1u << d)) {
+      perm[np++] = d;
+      *n *= x->shape[d];
+    }
+  eng_tensor_t *p = NULL;
+  eng_status_t st = eng_tensor_permute(x, perm, x->ndim, &p);
+  if (st) return st;
+  st = eng_tensor_contiguous(p, xc);
+  eng_tensor_release(p);
+  return st;
+}
+
+eng_status_t eng_cpu_reduce(const eng_op_call_t *call) {
+  eng_status_t st = eng_call_check_out(call);
+  if (st) return st;
+  eng_tensor_t *x = call->in[0], *xc = NULL;
+  unsigned mask;
+  int64_t outer, n, inner;
+  st = reduced_mask(call, x, &mask);
+  if (!st) st = to_outer_n_inner(x, mask, &xc, &outer, &n, &inner);
+  if (st) return st;
+  eng_kcpu_reduce((eng_reduce_op_t)(call->id - ENG_OP_SUM), x->dtype, eng_tensor_data(xc),
+                  eng_tensor_data(call->out[0]), outer, n, inner, call->attrs.f[0]);
+  eng_tensor_release(xc);
+  return ENG_OK;
+}
+
+eng_status_t eng_op_reduce(eng_reduce_op_t op, eng_tensor_t *x, const int64_t *dims, int ndims,
+                           int keepdim, int correction, eng_tensor_t **out) {
+  if ((unsigned)op >= ENG_REDUCE_COUNT)
+    return eng_error(ENG_ERR_ARG, "reduce: unknown op %d", (int)op);
+  const char *name = eng_reduce_name(op);
+  if (!x) return eng_error(ENG_ERR_ARG, "%s: input 1 is missing", name);
+  if (ndims < 0 || (ndims > 0 && !dims))
+    return eng_error(ENG_ERR_ARG, "%s: bad dim list (%d dims)", name, ndims);
+  unsigned seen = 0;
+  for (int k = 0; k < ndims; k++) {
+    int d;
+    eng_status_t st = eng_wrap_dim0(name, dims[k], x->ndim, &d);
+    if (st) return st;
+    if (seen & (1u << d))
+      return eng_error(ENG_ERR_ARG, "%s: dim %d is given more than once", name, d);
+    seen |= 1u << d;
+  }
+  eng_tensor_t *in[1] = {x};
+  eng_op_call_t call = {.id = (eng_op_id_t)(ENG_OP_SUM + op), .n_in = 1, .in = in};
+  /* A 0-d tensor's only dim is "all dims"; otherwise list the set, ascending. */
+  for (int d = 0; d < x->ndim; d++)
+    if (seen & (1u << d)) call.attrs.i[call.attrs.ni++] = d;
+  call.attrs.flags = keepdim ? ENG_ATTR_KEEPDIM : 0;
+  call.attrs.f[0] = correction;
+  return eng_call_run(&call, out);
+}
+
+/* ---- argmax ---- */
+
+eng_status_t eng_infer_argmax(eng_op_call_t *call) {
+  eng_status_t st = eng_call_need_inputs(call, 1);
+  if (st) return st;
+  const eng_tensor_t *x = call->in[0];
+  const eng_op_attrs_t *at = &call->attrs;
+  eng_op_meta_t *m = &call->meta[0];
+  int keep = at->flags & ENG_ATTR_KEEPDIM;
+  int64_t n;
+  m->dtype = ENG_I64;
+  m->ndim = 0;
+  if (at->flags & ENG_ATTR_FLATTEN) {
+    n = eng_tensor_numel(x);
+    if (keep)
+      for (int d = 0; d < x->ndim; d++) m->shape[m->ndim++] = 1;
+  } else {
+    int64_t dim = at->i[0];
+    if (dim < 0 || dim >= (x->ndim > 0 ? x->ndim : 1))
+      return eng_error(ENG_ERR_INDEX, "argmax: dim %lld is out of range for %d dims",
+                       (long long)dim, x->ndim);
+    n = x->ndim > 0 ? x->shape[dim] : 1;
+    for (int d = 0; d < x->ndim; d++) {
+      if (d != dim)
+        m->shape[m->ndim++] = x->shape[d];
+      else if (keep)
+        m->shape[m->ndim++] = 1;
+    }
+  }
+  if (n == 0) {
+    char s[ENG_OP_SHAPE_BUF];
+    return eng_error(ENG_ERR_SHAPE, "argmax: no elements to take the argmax of (x has shape %s)",
+                     ENG_SHAPE_STR(x, s));
+  }
+  return ENG_OK;
+}
+
+eng_status_t eng_cpu_argmax(const eng_op_call_t *call) {
+  eng_status_t st = eng_call_check_out(call);
+  if (st) return st;
+  eng_tensor_t *x = call->in[0], *xc = NULL;
+  int64_t outer = 1, n = eng_tensor_numel(x), inner = 1;
+  if (!(call->attrs.flags & ENG_ATTR_FLATTEN) && x->ndim > 0) {
+    int dim = (int)call->attrs.i[0];
+    outer = eng_dims_numel(x->shape, 0, dim);
+    n = x->shape[dim];
+    inner = eng_dims_numel(x->shape, dim + 1, x->ndim);
+  }
+  st = eng_tensor_contiguous(x, &xc);
+  if (st) return st;
+  eng_kcpu_argmax(x->dtype, eng_tensor_data(xc), eng_tensor_data(call->out[0]), outer, n, inner);
+  eng_tensor_release(xc);
+  return ENG_OK;
+}
+
+eng_status_t eng_op_argmax(eng_tensor_t *x, int64_t dim, int flatten, int keepdim,
+                           eng_tensor_t **out) {
+  if (!x) return eng_error(ENG_ERR_ARG, "argmax: input 1 is missing");
+  int d = 0;
+  if (!flatten) {
+    eng_status_t st = eng_wrap_dim0("argmax", dim, x->ndim, &d);
+    if (st) return st;
+  }
+  eng_tensor_t *in[1] = {x};
+  eng_op_call_t call = {.id = ENG_OP_ARGMAX, .n_in = 1, .in = in};
+  call.attrs.i[0] = d;
+  call.attrs.ni = 1;
+  call.attrs.flags = (keepdim ? ENG_ATTR_KEEPDIM : 0) | (flatten ? ENG_ATTR_FLATTEN : 0);
+  return eng_call_run(&call, out);
+}
