@@ -565,7 +565,7 @@ Test(registry_ops, copy_fill_create_error_paths) {
   ar.attrs.ni = 1;
   ar.attrs.f[1] = 1;
   ar.attrs.dtype = ENG_F32;
-  T_FAILS(eng_op_dispatch(&ar), ENG_ERR_SHAPE, "arange: the given output ([3] f32) is not a contiguous [4] f32");
+  T_FAILS(eng_op_dispatch(&ar), ENG_ERR_SHAPE, "arange: the output must be a contiguous f32 [4], got a f32 [3]");
   ar.attrs.i[0] = 3; /* now it fits: the op writes into it */
   ar.attrs.f[0] = 10;
   T_OK(eng_op_dispatch(&ar));

@@ -61,6 +61,8 @@ typedef eng_status_t (*eng_op_kernel_fn)(const eng_op_call_t *call);
 
 /* The op reads and writes across devices (copy): inputs may sit on another device than outputs. */
 #define ENG_OPDEF_CROSS_DEVICE 1
+/* The kernels write strided outputs (copy, fill): a preset output need not be contiguous. */
+#define ENG_OPDEF_STRIDED_OUT 2
 
 typedef struct {
   const char *name;
@@ -77,8 +79,8 @@ const eng_op_def_t *eng_op_def(eng_op_id_t id);
 const eng_op_def_t *eng_op_find(const char *name, eng_op_id_t *id);
 eng_backend_t eng_backend_of(eng_device_t d);
 
-/* Runs one op: checks that all inputs share a device, runs the shape rule, allocates outputs that
- * were not preset, runs the backend kernel, and on failure releases what it allocated and
+/* Runs one op: checks that all inputs share a device, runs the shape rule, checks preset outputs
+ * against it (shape, dtype, contiguity), allocates outputs that were not preset, runs the kernel, and on failure releases what it allocated and
  * prefixes the message with the op name when it lacks one. */
 eng_status_t eng_op_dispatch(eng_op_call_t *call);
 

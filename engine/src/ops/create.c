@@ -73,19 +73,6 @@ eng_status_t eng_infer_create(eng_op_call_t *call) {
   m->ndim = a->ni;
   for (int d = 0; d < a->ni; d++) m->shape[d] = a->i[d];
   m->dtype = a->dtype;
-  const eng_tensor_t *t = call->out[0];
-  if (t) { /* a given output must be exactly what the op would make */
-    char sa[ENG_SHAPE_BUF], sb[ENG_SHAPE_BUF];
-    if (t->dtype != m->dtype || t->ndim != m->ndim || !eng_tensor_is_contiguous(t)) goto mismatch;
-    for (int d = 0; d < m->ndim; d++)
-      if (t->shape[d] != m->shape[d]) goto mismatch;
-    return ENG_OK;
-  mismatch:
-    return eng_error(ENG_ERR_SHAPE, "%s: the given output (%s %s%s) is not a contiguous %s %s", op,
-                     ENG_SHAPE_STR(t, sa), eng_dtype_name(t->dtype),
-                     eng_tensor_is_contiguous(t) ? "" : ", strided",
-                     eng_shape_str(m->shape, m->ndim, sb, sizeof sb), eng_dtype_name(m->dtype));
-  }
   return ENG_OK;
 }
 

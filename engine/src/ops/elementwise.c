@@ -72,8 +72,6 @@ eng_status_t eng_infer_unary(eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_unary(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
   eng_kcpu_nd_t it;
   nd_setup(&it, call->out[0], call->in, 1);
   eng_kcpu_unary((eng_unary_op_t)(call->id - ENG_OP_NEG), call->in[0]->dtype, &it);
@@ -105,8 +103,6 @@ eng_status_t eng_infer_binary(eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_binary(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
   eng_kcpu_nd_t it;
   nd_setup(&it, call->out[0], call->in, 2);
   if (eng_kcpu_binary((eng_binary_op_t)(call->id - ENG_OP_ADD), call->in[0]->dtype, &it))
@@ -154,8 +150,6 @@ eng_status_t eng_infer_clamp(eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_clamp(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
   const eng_op_attrs_t *at = &call->attrs;
   eng_kcpu_nd_t it;
   nd_setup(&it, call->out[0], call->in, 1);
@@ -184,8 +178,6 @@ eng_status_t eng_infer_where(eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_where(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
   eng_kcpu_nd_t it;
   nd_setup(&it, call->out[0], call->in, 3);
   eng_kcpu_where(call->in[0]->dtype, &it);

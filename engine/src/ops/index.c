@@ -68,8 +68,7 @@ eng_status_t eng_infer_embedding(eng_op_call_t *call) {
 
 eng_status_t eng_cpu_embedding(const eng_op_call_t *call) {
   eng_tensor_t *w = call->in[1], *out = call->out[0], *ids = NULL;
-  eng_status_t st = eng_call_check_out(call);
-  if (!st) st = index_i64(call->in[0], &ids);
+  eng_status_t st = index_i64(call->in[0], &ids);
   if (st) return st;
   int64_t bad;
   if (!in_range(ids, w->shape[0], &bad)) {
@@ -144,8 +143,7 @@ static eng_status_t take_along(const char *op, const eng_op_call_t *call, eng_te
 
 eng_status_t eng_cpu_index_select(const eng_op_call_t *call) {
   eng_tensor_t *idx = NULL;
-  eng_status_t st = eng_call_check_out(call);
-  if (!st) st = index_i64(call->in[1], &idx);
+  eng_status_t st = index_i64(call->in[1], &idx);
   if (st) return st;
   int64_t idx_stride[ENG_MAX_DIMS] = {0};
   idx_stride[call->attrs.i[0]] = idx->stride[0];
@@ -174,8 +172,7 @@ eng_status_t eng_infer_gather(eng_op_call_t *call) {
 
 eng_status_t eng_cpu_gather(const eng_op_call_t *call) {
   eng_tensor_t *idx = NULL;
-  eng_status_t st = eng_call_check_out(call);
-  if (!st) st = index_i64(call->in[1], &idx);
+  eng_status_t st = index_i64(call->in[1], &idx);
   if (st) return st;
   st = take_along("gather", call, idx, idx->stride);
   eng_tensor_release(idx);

@@ -35,8 +35,7 @@ eng_status_t eng_infer_cross_entropy(eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_cross_entropy(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
+  eng_status_t st;
   eng_tensor_t *x = NULL, *t64 = NULL, *t = NULL;
   const int64_t ignore = call->attrs.i[0];
   st = eng_tensor_contiguous(call->in[0], &x);

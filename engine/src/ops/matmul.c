@@ -108,8 +108,6 @@ static eng_status_t run_half(const eng_kcpu_matmul_t *p, eng_tensor_t *a, eng_te
 
 eng_status_t eng_cpu_matmul(const eng_op_call_t *call) {
   eng_tensor_t *a = call->in[0], *b = call->in[1], *out = call->out[0];
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
   eng_kcpu_matmul_t p;
   memset(&p, 0, sizeof p);
   broadcast_batch(a, b, p.bshape, &p.nbatch);

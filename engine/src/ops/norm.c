@@ -22,8 +22,7 @@ eng_status_t eng_infer_softmax(eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_softmax(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
+  eng_status_t st;
   eng_tensor_t *x = call->in[0], *xc = NULL;
   int64_t outer = 1, n = 1, inner = 1; /* a 0-d x is one line of one */
   if (x->ndim > 0) {
@@ -105,8 +104,7 @@ static eng_status_t contiguous_inputs(const eng_op_call_t *call, eng_tensor_t **
 static const void *data_or_null(const eng_tensor_t *t) { return t ? eng_tensor_data(t) : NULL; }
 
 eng_status_t eng_cpu_layer_norm(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
+  eng_status_t st;
   eng_tensor_t *c[3];
   st = contiguous_inputs(call, c);
   if (st) return st;
@@ -119,8 +117,7 @@ eng_status_t eng_cpu_layer_norm(const eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_rms_norm(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
+  eng_status_t st;
   eng_tensor_t *c[2];
   st = contiguous_inputs(call, c);
   if (st) return st;

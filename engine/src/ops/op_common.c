@@ -19,20 +19,6 @@ void eng_call_meta_like(eng_op_call_t *call, const eng_tensor_t *t, eng_dtype_t 
   m->dtype = dt;
 }
 
-eng_status_t eng_call_check_out(const eng_op_call_t *call) {
-  const eng_tensor_t *o = call->out[0];
-  const eng_op_meta_t *m = &call->meta[0];
-  int same = o->ndim == m->ndim && o->dtype == m->dtype;
-  for (int d = 0; same && d < m->ndim; d++) same = o->shape[d] == m->shape[d];
-  if (same && eng_tensor_is_contiguous(o)) return ENG_OK;
-  char want[ENG_OP_SHAPE_BUF], got[ENG_OP_SHAPE_BUF];
-  return eng_error(same ? ENG_ERR_LAYOUT : ENG_ERR_SHAPE,
-                   "%s: the output must be a contiguous %s %s, got a%s %s %s", eng_call_name(call),
-                   eng_dtype_name(m->dtype), eng_shape_str(m->shape, m->ndim, want, sizeof want),
-                   eng_tensor_is_contiguous(o) ? "" : " non-contiguous", eng_dtype_name(o->dtype),
-                   ENG_SHAPE_STR(o, got));
-}
-
 eng_status_t eng_call_run(eng_op_call_t *call, eng_tensor_t **out) {
   eng_status_t st = eng_op_dispatch(call);
   if (st) return st;

@@ -13,9 +13,6 @@ const char *eng_call_name(const eng_op_call_t *call);
 eng_status_t eng_call_need_inputs(const eng_op_call_t *call, int n);
 /* meta[0] = t's shape with dtype dt. */
 void eng_call_meta_like(eng_op_call_t *call, const eng_tensor_t *t, eng_dtype_t dt);
-/* The kernels write outputs densely: an output the caller preset must have the rule's shape and
- * dtype (meta[0]) and be contiguous. */
-eng_status_t eng_call_check_out(const eng_op_call_t *call);
 /* Dispatches the call and hands out its first output. */
 eng_status_t eng_call_run(eng_op_call_t *call, eng_tensor_t **out);
 

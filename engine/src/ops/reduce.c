@@ -108,8 +108,7 @@ static eng_status_t to_outer_n_inner(eng_tensor_t *x, unsigned mask, eng_tensor_
 }
 
 eng_status_t eng_cpu_reduce(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
+  eng_status_t st;
   eng_tensor_t *x = call->in[0], *xc = NULL;
   unsigned mask;
   int64_t outer, n, inner;
@@ -187,8 +186,7 @@ eng_status_t eng_infer_argmax(eng_op_call_t *call) {
 }
 
 eng_status_t eng_cpu_argmax(const eng_op_call_t *call) {
-  eng_status_t st = eng_call_check_out(call);
-  if (st) return st;
+  eng_status_t st;
   eng_tensor_t *x = call->in[0], *xc = NULL;
   int64_t outer = 1, n = eng_tensor_numel(x), inner = 1;
   if (!(call->attrs.flags & ENG_ATTR_FLATTEN) && x->ndim > 0) {

@@ -94,9 +94,9 @@ static eng_op_def_t defs[ENG_OP_COUNT] = {
     [ENG_OP_CAT] = {.doc = "concatenate along a dim", .n_in = -1, .infer = eng_infer_cat,
                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cat}},
     [ENG_OP_COPY] = {.doc = "copy with dtype conversion (and across devices)", .n_in = 1,
-                     .flags = ENG_OPDEF_CROSS_DEVICE, .infer = eng_infer_copy,
+                     .flags = ENG_OPDEF_CROSS_DEVICE | ENG_OPDEF_STRIDED_OUT, .infer = eng_infer_copy,
                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_copy}},
-    [ENG_OP_FILL] = {.doc = "fill with one value", .n_in = 0, .infer = eng_infer_fill,
+    [ENG_OP_FILL] = {.doc = "fill with one value", .n_in = 0, .flags = ENG_OPDEF_STRIDED_OUT, .infer = eng_infer_fill,
                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_fill}},
     CREATE(ARANGE, "evenly spaced values", eng_cpu_arange),
     CREATE(EYE, "identity matrix", eng_cpu_eye),
@@ -176,6 +176,23 @@ static eng_status_t name_error(const char *op, eng_status_t st) {
   return st;
 }
 
+/* Kernels trust the shape rule: an output the caller preset must be exactly what the rule says,
+ * and dense unless the op writes strided outputs. */
+static eng_status_t check_preset(const eng_op_def_t *def, const eng_op_call_t *call, int k) {
+  const eng_tensor_t *o = call->out[k];
+  const eng_op_meta_t *m = &call->meta[k];
+  int same = o->ndim == m->ndim && o->dtype == m->dtype;
+  for (int d = 0; same && d < m->ndim; d++) same = o->shape[d] == m->shape[d];
+  int dense = (def->flags & ENG_OPDEF_STRIDED_OUT) || eng_tensor_is_contiguous(o);
+  if (same && dense) return ENG_OK;
+  char want[192], got[192];
+  return eng_error(same ? ENG_ERR_LAYOUT : ENG_ERR_SHAPE,
+                   "%s: the output must be a contiguous %s %s, got a%s %s %s", def->name,
+                   eng_dtype_name(m->dtype), eng_shape_str(m->shape, m->ndim, want, sizeof want),
+                   eng_tensor_is_contiguous(o) ? "" : " non-contiguous", eng_dtype_name(o->dtype),
+                   eng_shape_str(o->shape, o->ndim, got, sizeof got));
+}
+
 eng_status_t eng_op_dispatch(eng_op_call_t *call) {
   const eng_op_def_t *def = eng_op_def(call->id);
   if (!def) return eng_error(ENG_ERR_INTERNAL, "dispatch: unknown op id %d", (int)call->id);
@@ -199,6 +216,9 @@ eng_status_t eng_op_dispatch(eng_op_call_t *call) {
   eng_tensor_t *made[ENG_OP_MAX_OUT] = {0};
   /* Fresh outputs go where the op runs, except a copy's, which go where the caller asked. */
   eng_device_t out_dev = (def->flags & ENG_OPDEF_CROSS_DEVICE) ? call->attrs.device : dev;
+  for (int k = 0; k < call->n_out; k++) {
+    if (call->out[k] && (st = check_preset(def, call, k))) return name_error(def->name, st);
+  }
   for (int k = 0; k < call->n_out; k++) {
     if (call->out[k]) continue;
     const eng_op_meta_t *m = &call->meta[k];
