@@ -3,6 +3,7 @@
  * per-state context (RNG, log callback, GC pacing) in the Lua registry. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "lua/lua_internal.h"
 
@@ -75,7 +76,14 @@ static int e_manual_seed(lua_State *L) {
 }
 
 static int e_device(lua_State *L) {
-  lua_pushstring(L, eng_cuda_device_count() > 0 ? "cuda" : "cpu");
+  lua_pushstring(L, eng_device_default().type == ENG_DEV_CUDA ? "cuda" : "cpu");
+  return 1;
+}
+
+static int e_clock(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
   return 1;
 }
 
@@ -105,6 +113,10 @@ static const lt_reg_t module_regs[] = {
      NULL},
     {"device", e_device, "engine.device()",
      "\"cuda\" when a GPU is present, else \"cpu\": the device a script should default to.", NULL},
+    {"clock", e_clock, "engine.clock()",
+     "Wall-clock seconds from a monotonic clock (for timing; os.clock() counts CPU time of all "
+     "threads).",
+     NULL},
     {"log", e_log, "engine.log(msg[, level])",
      "Sends msg (any value, through tostring) to the log: the embedding program's callback when it "
      "set one, else stdout (stderr for \"warn\" and \"error\"). level: debug, info (default), "
