@@ -19,23 +19,12 @@ static void set_error(eng_engine_t *e, const char *msg) {
   e->error = strdup(msg ? msg : "(error object is not a string)");
 }
 
-/* Message handler: the error text plus a traceback. */
-static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
-    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  }
-  luaL_traceback(L, L, msg, 1);
-  return 1;
-}
-
 /* Calls the function below the nargs arguments on top with the traceback handler; on error keeps
  * the message in e. Returns 0 on success (results left on the stack). */
 static int pcall_traced(eng_engine_t *e, int nargs, int nresults) {
   lua_State *L = e->L;
   int base = lua_gettop(L) - nargs;
-  lua_pushcfunction(L, traceback);
+  lua_pushcfunction(L, eng_lua_traceback);
   lua_insert(L, base);
   int st = lua_pcall(L, nargs, nresults, base);
   lua_remove(L, base);

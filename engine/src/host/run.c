@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "host/host.h"
+#include "lua/binding.h"
 
 void host_report(const char *msg) {
   fflush(stdout);
@@ -14,20 +15,9 @@ void host_report(const char *msg) {
   fflush(stderr);
 }
 
-/* Message handler: the error text plus a traceback (non-string errors through __tostring). */
-static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
-    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  }
-  luaL_traceback(L, L, msg, 1);
-  return 1;
-}
-
 int host_pcall(lua_State *L, int nargs, int nresults) {
   int base = lua_gettop(L) - nargs;
-  lua_pushcfunction(L, traceback);
+  lua_pushcfunction(L, eng_lua_traceback);
   lua_insert(L, base);
   host_interrupt_begin(L);
   int status = lua_pcall(L, nargs, nresults, base);

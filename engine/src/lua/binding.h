@@ -23,6 +23,10 @@ eng_tensor_t *eng_lua_to_tensor(lua_State *L, int idx);
 /* Like eng_lua_to_tensor but raises "op: argument N must be a tensor, got TYPE". */
 eng_tensor_t *eng_lua_check_tensor(lua_State *L, int idx, const char *op);
 
+/* A lua_pcall message handler: the error text (non-string errors through __tostring) plus a
+ * traceback. Shared by the embedding API and the host. */
+int eng_lua_traceback(lua_State *L);
+
 /* Sends a message to the state's log callback (or stdout/stderr when none). */
 void eng_lua_log(lua_State *L, int level, const char *msg);
 

@@ -66,6 +66,16 @@ void eng_lua_log(lua_State *L, int level, const char *msg) {
   fputc('\n', f);
 }
 
+int eng_lua_traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
 /* ---- module-level functions ---- */
 
 static int e_manual_seed(lua_State *L) {

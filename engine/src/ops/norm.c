@@ -24,13 +24,8 @@ eng_status_t eng_infer_softmax(eng_op_call_t *call) {
 eng_status_t eng_cpu_softmax(const eng_op_call_t *call) {
   eng_status_t st;
   eng_tensor_t *x = call->in[0], *xc = NULL;
-  int64_t outer = 1, n = 1, inner = 1; /* a 0-d x is one line of one */
-  if (x->ndim > 0) {
-    int dim = (int)call->attrs.i[0];
-    outer = eng_dims_numel(x->shape, 0, dim);
-    n = x->shape[dim];
-    inner = eng_dims_numel(x->shape, dim + 1, x->ndim);
-  }
+  int64_t outer, n, inner;
+  eng_dims_split(x, (int)call->attrs.i[0], (int)call->attrs.i[0] + 1, &outer, &n, &inner);
   st = eng_tensor_contiguous(x, &xc);
   if (st) return st;
   eng_kcpu_softmax(x->dtype, call->id == ENG_OP_LOG_SOFTMAX, eng_tensor_data(xc),

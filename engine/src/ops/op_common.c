@@ -41,3 +41,13 @@ int64_t eng_dims_numel(const int64_t *shape, int lo, int hi) {
   for (int d = lo; d < hi; d++) n *= shape[d];
   return n;
 }
+
+void eng_dims_split(const eng_tensor_t *x, int lo, int hi, int64_t *outer, int64_t *n, int64_t *inner) {
+  if (x->ndim == 0) {
+    *outer = *n = *inner = 1;
+    return;
+  }
+  *outer = eng_dims_numel(x->shape, 0, lo);
+  *n = eng_dims_numel(x->shape, lo, hi);
+  *inner = eng_dims_numel(x->shape, hi, x->ndim);
+}

@@ -23,5 +23,7 @@ eng_status_t eng_need_float(const char *op, const eng_tensor_t *t);
 eng_status_t eng_wrap_dim0(const char *op, int64_t dim, int ndim, int *out);
 /* The element count of shape[lo..hi-1]. */
 int64_t eng_dims_numel(const int64_t *shape, int lo, int hi);
+/* x seen as [outer, n, inner] around dims lo..hi-1 (a 0-d x is one line of one). */
+void eng_dims_split(const eng_tensor_t *x, int lo, int hi, int64_t *outer, int64_t *n, int64_t *inner);
 
 #endif

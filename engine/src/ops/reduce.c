@@ -81,9 +81,7 @@ static eng_status_t to_outer_n_inner(eng_tensor_t *x, unsigned mask, eng_tensor_
     if (x->shape[d] != 1 && !(mask & (1u << d))) adjacent = 0;
   if (adjacent) {
     int lo = first < 0 ? x->ndim : first, hi = first < 0 ? x->ndim : last + 1; /* none: n = 1 */
-    *outer = eng_dims_numel(x->shape, 0, lo);
-    *n = eng_dims_numel(x->shape, lo, hi);
-    *inner = eng_dims_numel(x->shape, hi, x->ndim);
+    eng_dims_split(x, lo, hi, outer, n, inner);
     return eng_tensor_contiguous(x, xc);
   }
   int64_t perm[ENG_MAX_DIMS];
@@ -188,13 +186,11 @@ eng_status_t eng_infer_argmax(eng_op_call_t *call) {
 eng_status_t eng_cpu_argmax(const eng_op_call_t *call) {
   eng_status_t st;
   eng_tensor_t *x = call->in[0], *xc = NULL;
-  int64_t outer = 1, n = eng_tensor_numel(x), inner = 1;
-  if (!(call->attrs.flags & ENG_ATTR_FLATTEN) && x->ndim > 0) {
-    int dim = (int)call->attrs.i[0];
-    outer = eng_dims_numel(x->shape, 0, dim);
-    n = x->shape[dim];
-    inner = eng_dims_numel(x->shape, dim + 1, x->ndim);
-  }
+  int64_t outer, n, inner;
+  if (call->attrs.flags & ENG_ATTR_FLATTEN)
+    eng_dims_split(x, 0, x->ndim, &outer, &n, &inner);
+  else
+    eng_dims_split(x, (int)call->attrs.i[0], (int)call->attrs.i[0] + 1, &outer, &n, &inner);
   st = eng_tensor_contiguous(x, &xc);
   if (st) return st;
   eng_kcpu_argmax(x->dtype, eng_tensor_data(xc), eng_tensor_data(call->out[0]), outer, n, inner);
