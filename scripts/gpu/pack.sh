@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds for the GPU machine and packs what runs there into gpu-pack/pack.tar.xz (git-ignored):
+# the build folder without objects, plus the shared libraries it needs (../shared/tools/bundle-libs).
+# The GPU machine lacks our Debian libraries and the carry limit is 64 MiB, hence the packing.
+# Then, with the device tool: carry gpu-pack, command `bash scripts/gpu/run.sh [what]`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=build-gpu
+cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build $BUILD -j"$(nproc)"
+rm -rf gpu-libs gpu-pack
+../shared/tools/bundle-libs gpu-libs $BUILD/engine $BUILD/engine.so $BUILD/libengine.so \
+  $BUILD/embed_example $BUILD/tests/test_* >/dev/null
+cp "$(readlink -f "$(command -v luajit)")" gpu-libs/luajit  # the tests load engine.so into plain luajit
+mkdir -p gpu-pack
+tar -cf - --exclude='*.o' --exclude='*.a' --exclude='*.d' $BUILD gpu-libs | xz -T2 -3 > gpu-pack/pack.tar.xz
+echo "packed: $(du -h gpu-pack/pack.tar.xz | cut -f1) (build $(pwd)/$BUILD)"
