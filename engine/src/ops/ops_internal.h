@@ -61,4 +61,32 @@ eng_status_t eng_cpu_rand(const eng_op_call_t *call);
 eng_status_t eng_cpu_randn(const eng_op_call_t *call);
 eng_status_t eng_cpu_randint(const eng_op_call_t *call);
 
+
+/* CUDA backend adapters (engine/src/cuda/ops_*.c), present when the build has CUDA. Each family
+ * adds its entries to the registry table as CUDA(eng_cuda_*). */
+#ifdef ENG_HAVE_CUDA
+eng_status_t eng_cuda_unary(const eng_op_call_t *call);
+eng_status_t eng_cuda_binary(const eng_op_call_t *call);
+eng_status_t eng_cuda_clamp(const eng_op_call_t *call);
+eng_status_t eng_cuda_where(const eng_op_call_t *call);
+eng_status_t eng_cuda_reduce(const eng_op_call_t *call);
+eng_status_t eng_cuda_argmax(const eng_op_call_t *call);
+eng_status_t eng_cuda_softmax(const eng_op_call_t *call);
+eng_status_t eng_cuda_layer_norm(const eng_op_call_t *call);
+eng_status_t eng_cuda_rms_norm(const eng_op_call_t *call);
+eng_status_t eng_cuda_cross_entropy(const eng_op_call_t *call);
+eng_status_t eng_cuda_matmul(const eng_op_call_t *call);
+eng_status_t eng_cuda_embedding(const eng_op_call_t *call);
+eng_status_t eng_cuda_index_select(const eng_op_call_t *call);
+eng_status_t eng_cuda_gather(const eng_op_call_t *call);
+eng_status_t eng_cuda_cat(const eng_op_call_t *call);
+eng_status_t eng_cuda_copy(const eng_op_call_t *call);
+eng_status_t eng_cuda_fill(const eng_op_call_t *call);
+eng_status_t eng_cuda_arange(const eng_op_call_t *call);
+eng_status_t eng_cuda_eye(const eng_op_call_t *call);
+eng_status_t eng_cuda_rand(const eng_op_call_t *call);
+eng_status_t eng_cuda_randn(const eng_op_call_t *call);
+eng_status_t eng_cuda_randint(const eng_op_call_t *call);
+#endif
+
 #endif

@@ -1,0 +1,112 @@
+// Shared device-side vocabulary of the CUDA kernels: dtype traits and dispatch, strided index
+// arithmetic for up to 8 dims, warp/block reductions, launch helpers. Kernels keep bf16/f16 in
+// memory and compute in f32 (f64 stays f64).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "eng_base.h"
+
+namespace eng_kc {
+
+// ---- dtypes ----
+template <typename T> struct acc { using type = float; };
+template <> struct acc<double> { using type = double; };
+template <typename T> using acc_t = typename acc<T>::type;
+
+template <typename T> __device__ __forceinline__ acc_t<T> load(const T *p) { return (acc_t<T>)*p; }
+template <> __device__ __forceinline__ float load<__half>(const __half *p) { return __half2float(*p); }
+template <> __device__ __forceinline__ float load<__nv_bfloat16>(const __nv_bfloat16 *p) {
+  return __bfloat162float(*p);
+}
+
+// Round-to-nearest-even stores (the __float2half / __float2bfloat16 intrinsics are RNE and keep
+// NaN/Inf), matching the CPU conversions.
+template <typename T, typename A> __device__ __forceinline__ void store(T *p, A v) { *p = (T)v; }
+template <> __device__ __forceinline__ void store<__half, float>(__half *p, float v) { *p = __float2half_rn(v); }
+template <> __device__ __forceinline__ void store<__nv_bfloat16, float>(__nv_bfloat16 *p, float v) {
+  *p = __float2bfloat16_rn(v);
+}
+
+// Runs BODY with `T` bound to the C++ type of a floating dtype; returns cudaErrorInvalidValue for
+// other dtypes (the op's shape rule rejects them first).
+#define ENG_KC_FLOAT_TYPES(dt, ...)                                                   \
+  switch (dt) {                                                                      \
+  case ENG_F64: { using T = double; __VA_ARGS__; } break;                           \
+  case ENG_F32: { using T = float; __VA_ARGS__; } break;                            \
+  case ENG_F16: { using T = __half; __VA_ARGS__; } break;                           \
+  case ENG_BF16: { using T = __nv_bfloat16; __VA_ARGS__; } break;                   \
+  default: return (int)cudaErrorInvalidValue;                                        \
+  }
+
+// Every dtype: floats as above, integers as themselves.
+#define ENG_KC_ALL_TYPES(dt, ...)                                                     \
+  switch (dt) {                                                                      \
+  case ENG_F64: { using T = double; __VA_ARGS__; } break;                           \
+  case ENG_F32: { using T = float; __VA_ARGS__; } break;                            \
+  case ENG_F16: { using T = __half; __VA_ARGS__; } break;                           \
+  case ENG_BF16: { using T = __nv_bfloat16; __VA_ARGS__; } break;                   \
+  case ENG_I32: { using T = int32_t; __VA_ARGS__; } break;                          \
+  case ENG_I64: { using T = int64_t; __VA_ARGS__; } break;                          \
+  case ENG_U8: { using T = uint8_t; __VA_ARGS__; } break;                           \
+  default: return (int)cudaErrorInvalidValue;                                        \
+  }
+
+// ---- strided addressing ----
+// An operand's layout as seen by a kernel, passed by value. Dims are the output's dims (after
+// broadcasting: stride 0 on expanded dims).
+struct Layout {
+  int ndim;
+  int64_t shape[ENG_MAX_DIMS];
+  int64_t stride[ENG_MAX_DIMS];
+};
+
+// The element offset of linear (row-major) index i of the output shape, under this layout.
+__device__ __forceinline__ int64_t offset_of(const Layout &l, int64_t i) {
+  int64_t off = 0;
+  for (int d = l.ndim - 1; d >= 0; d--) {
+    int64_t s = l.shape[d];
+    off += (i % s) * l.stride[d];
+    i /= s;
+  }
+  return off;
+}
+
+// ---- reductions ----
+template <typename A> __device__ __forceinline__ A warp_sum(A v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename A> __device__ __forceinline__ A warp_max(A v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    A w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = (w > v || w != w) ? w : v;  // NaN wins, like the CPU reference
+  }
+  return v;
+}
+// Block-wide sum; every thread gets the result. `scratch` holds 32 values (shared).
+template <typename A> __device__ A block_sum(A v, A *scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  int nw = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < nw ? scratch[threadIdx.x] : (A)0;
+  if (warp == 0) v = warp_sum(v);
+  if (threadIdx.x == 0) scratch[0] = v;
+  __syncthreads();
+  return scratch[0];
+}
+
+// ---- launch helpers ----
+inline unsigned blocks_for(int64_t n, int threads, unsigned cap = 65535u * 16u) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return (unsigned)(b > (int64_t)cap ? cap : b);
+}
+
+}  // namespace eng_kc
