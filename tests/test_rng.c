@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../kernels/cpu/philox.h"
+#include "eng_cuda.h"
 #include "eng_registry.h"
 #include "support.h"
 
@@ -284,8 +285,8 @@ Test(rng, argument_errors_leave_the_offset) {
           "randint: bounds beyond +-2^53 are not supported");
   T_FAILS(eng_tensor_rand(&g, neg, 1, 0, 1, ENG_F32, ENG_CPU_DEVICE, &t), ENG_ERR_SHAPE, "rand: negative size in shape [-4]");
   T_FAILS(eng_tensor_randn(&g, nine, 9, 0, 1, ENG_F32, ENG_CPU_DEVICE, &t), ENG_ERR_SHAPE, "randn: 9 dims requested");
-  T_FAILS(eng_tensor_rand(&g, shape, 1, 0, 1, ENG_F32, ((eng_device_t){ENG_DEV_CUDA, 0}), &t), ENG_ERR_UNSUPPORTED,
-          "rand: not implemented on cuda:0");
+  eng_device_t missing = {ENG_DEV_CUDA, eng_cuda_device_count()}; /* a GPU that is not there */
+  T_FAILS(eng_tensor_rand(&g, shape, 1, 0, 1, ENG_F32, missing, &t), ENG_ERR_DEVICE, "cuda");
   cr_assert_null(t);
   cr_assert_eq(g.offset, 0, "failed draws use no blocks");
 }

@@ -47,6 +47,7 @@ ENG_OP(RMS_NORM, "rms_norm")
 ENG_OP(CROSS_ENTROPY, "cross_entropy")
 /* linear algebra */
 ENG_OP(MATMUL, "matmul")
+ENG_OP(LINEAR, "linear")
 /* indexing and joining */
 ENG_OP(EMBEDDING, "embedding")
 ENG_OP(INDEX_SELECT, "index_select")

@@ -65,6 +65,14 @@ eng_status_t eng_op_rms_norm(eng_tensor_t *x, eng_tensor_t *weight, double eps, 
  * f32/f64 through BLAS; f16/bf16 computed in f32 and rounded once. ---- */
 eng_status_t eng_op_matmul(eng_tensor_t *a, eng_tensor_t *b, eng_tensor_t **out);
 
+/* ---- linear: y = act(x @ W^T + b), x [..., K], W [N, K], b [N] (or NULL) -> [..., N].
+ * Mixed dtypes are promoted to one floating dtype. ENG_ACT_GELU_TANH is the tanh approximation
+ * 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (what cuBLASLt's GELU epilogue computes), not the
+ * exact erf form of ENG_UNARY_GELU. ---- */
+typedef enum { ENG_ACT_NONE = 0, ENG_ACT_RELU, ENG_ACT_GELU_TANH, ENG_ACT_COUNT } eng_act_t;
+eng_status_t eng_op_linear(eng_tensor_t *x, eng_tensor_t *w, eng_tensor_t *b, int act,
+                           eng_tensor_t **out);
+
 /* ---- indexing ---- */
 /* weight [V, D...], ids integer any shape -> [ids..., D...]; ids out of [0,V) is ENG_ERR_INDEX. */
 eng_status_t eng_op_embedding(eng_tensor_t *ids, eng_tensor_t *weight, eng_tensor_t **out);
@@ -72,10 +80,15 @@ eng_status_t eng_op_embedding(eng_tensor_t *ids, eng_tensor_t *weight, eng_tenso
 eng_status_t eng_op_index_select(eng_tensor_t *x, int64_t dim, eng_tensor_t *index, eng_tensor_t **out);
 /* torch.gather: out[i][j][k] = x[index[i][j][k]][j][k] for dim 0, etc. */
 eng_status_t eng_op_gather(eng_tensor_t *x, int64_t dim, eng_tensor_t *index, eng_tensor_t **out);
+/* On CUDA the indices are bounds-checked too (a small reduction and one 8-byte read back), except
+ * while a CUDA graph is being captured, when nothing may synchronise: then an out-of-range index
+ * gives NaN (float dtypes) or 0 (integer dtypes) in its output entries instead of an error. */
 
 /* ---- losses ---- */
 /* logits [..., C], targets integer [...]; mean over non-ignored targets (f32/f64 scalar result).
- * A target outside [0,C) that is not ignore_index is ENG_ERR_INDEX. */
+ * A target outside [0,C) that is not ignore_index is ENG_ERR_INDEX. On CUDA the check costs one
+ * 16-byte read back; while a CUDA graph is being captured nothing may synchronise, so the check is
+ * skipped and such a target makes the loss NaN instead. */
 eng_status_t eng_op_cross_entropy(eng_tensor_t *logits, eng_tensor_t *targets, int64_t ignore_index,
                                   eng_tensor_t **out);
 

@@ -11,7 +11,9 @@ cmake --build $BUILD -j"$(nproc)"
 rm -rf gpu-libs gpu-pack
 ../shared/tools/bundle-libs gpu-libs $BUILD/engine $BUILD/engine.so $BUILD/libengine.so \
   $BUILD/embed_example $BUILD/tests/test_* >/dev/null
+rm -f gpu-libs/libengine.so*  # the build's own copy is found through its RUNPATH
+strip --strip-debug $BUILD/engine $BUILD/engine.so "$(readlink -f $BUILD/libengine.so)"
 cp "$(readlink -f "$(command -v luajit)")" gpu-libs/luajit  # the tests load engine.so into plain luajit
 mkdir -p gpu-pack
-tar -cf - --exclude='*.o' --exclude='*.a' --exclude='*.d' $BUILD gpu-libs | xz -T2 -3 > gpu-pack/pack.tar.xz
+tar -cf - --exclude='*.o' --exclude='*.a' --exclude='*.d' $BUILD gpu-libs | xz -T2 -2 > gpu-pack/pack.tar.xz
 echo "packed: $(du -h gpu-pack/pack.tar.xz | cut -f1) (build $(pwd)/$BUILD)"

@@ -1,6 +1,8 @@
-/* Refcounted storage. CPU memory is 64-byte aligned (cache lines, AVX-512 loads). */
+/* Refcounted storage. CPU memory is 64-byte aligned (cache lines, AVX-512 loads); CUDA memory comes
+ * from the caching allocator (eng_cuda.h), for the device's current stream. */
 #include <stdlib.h>
 
+#include "eng_cuda.h"
 #include "eng_tensor.h"
 
 #define CPU_ALIGN 64
@@ -16,9 +18,31 @@ static void cpu_free(void *ctx, void *data, size_t nbytes, eng_device_t device) 
   __atomic_fetch_sub(&cpu_live, nbytes, __ATOMIC_RELAXED);
 }
 
+static void cuda_free(void *ctx, void *data, size_t nbytes, eng_device_t device) {
+  (void)ctx;
+  (void)nbytes;
+  eng_cuda_free(device.index, data);
+}
+
+static eng_status_t cuda_storage_new(size_t nbytes, eng_device_t dev, eng_storage_t **out) {
+  eng_storage_t *s = malloc(sizeof *s);
+  if (!s) return eng_error(ENG_ERR_OOM, "storage: out of host memory for a storage record");
+  void *data = NULL;
+  eng_status_t st = eng_cuda_malloc(dev.index, nbytes, NULL, &data);
+  if (st) {
+    free(s);
+    return st;
+  }
+  *s = (eng_storage_t){.refcount = 1, .data = data, .nbytes = nbytes, .device = dev,
+                       .free_fn = cuda_free};
+  *out = s;
+  return ENG_OK;
+}
+
 eng_status_t eng_storage_new(size_t nbytes, eng_device_t dev, eng_storage_t **out) {
+  if (dev.type == ENG_DEV_CUDA) return cuda_storage_new(nbytes, dev, out);
   if (dev.type != ENG_DEV_CPU)
-    return eng_error(ENG_ERR_UNSUPPORTED, "cuda memory: the CUDA backend is not built yet");
+    return eng_error(ENG_ERR_DEVICE, "storage: unknown device type %d", dev.type);
   if (nbytes > SIZE_MAX - CPU_ALIGN)
     return eng_error(ENG_ERR_OOM, "storage: cannot allocate %zu bytes on cpu", nbytes);
   eng_storage_t *s = malloc(sizeof *s);

@@ -13,30 +13,31 @@ eng_status_t eng_tensor_copy_(eng_tensor_t *dst, const eng_tensor_t *src) {
   return st;
 }
 
-/* A fresh copy of t with dtype dt on t's device. */
-static eng_status_t copy_as(const eng_tensor_t *t, eng_dtype_t dt, eng_tensor_t **out) {
+/* A fresh contiguous copy of t with dtype dt on dev (the copy kernel of the non-CPU side moves it). */
+static eng_status_t copy_as(const eng_tensor_t *t, eng_dtype_t dt, eng_device_t dev,
+                            eng_tensor_t **out) {
   eng_tensor_t *in[1] = {(eng_tensor_t *)t};
   eng_op_call_t call = {.id = ENG_OP_COPY, .n_in = 1, .in = in, .n_out = 1};
   call.attrs.dtype = dt;
-  call.attrs.device = eng_tensor_device(t);
+  call.attrs.device = dev;
   eng_status_t st = eng_op_dispatch(&call);
   if (!st) *out = call.out[0];
   return st;
 }
 
 eng_status_t eng_tensor_clone(const eng_tensor_t *t, eng_tensor_t **out) {
-  return copy_as(t, t->dtype, out);
+  return copy_as(t, t->dtype, eng_tensor_device(t), out);
 }
 
 eng_status_t eng_tensor_contiguous(eng_tensor_t *t, eng_tensor_t **out) {
-  if (!eng_tensor_is_contiguous(t)) return copy_as(t, t->dtype, out);
+  if (!eng_tensor_is_contiguous(t)) return copy_as(t, t->dtype, eng_tensor_device(t), out);
   eng_tensor_retain(t);
   *out = t;
   return ENG_OK;
 }
 
 eng_status_t eng_tensor_to_dtype(eng_tensor_t *t, eng_dtype_t dt, eng_tensor_t **out) {
-  if (t->dtype != dt) return copy_as(t, dt, out);
+  if (t->dtype != dt) return copy_as(t, dt, eng_tensor_device(t), out);
   eng_tensor_retain(t);
   *out = t;
   return ENG_OK;
@@ -48,15 +49,7 @@ eng_status_t eng_tensor_to_device(eng_tensor_t *t, eng_device_t dev, eng_tensor_
     *out = t;
     return ENG_OK;
   }
-  eng_tensor_t *r = NULL;
-  eng_status_t st = eng_tensor_empty_for("to_device", t->shape, t->ndim, t->dtype, dev, &r);
-  if (!st) st = eng_tensor_copy_(r, t);
-  if (st) {
-    eng_tensor_release(r);
-    return st;
-  }
-  *out = r;
-  return ENG_OK;
+  return copy_as(t, t->dtype, dev, out);
 }
 
 eng_status_t eng_tensor_fill_(eng_tensor_t *t, double value) {

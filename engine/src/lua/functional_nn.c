@@ -2,6 +2,7 @@
  * embedding, cross_entropy, cat, stack, index_select, gather. matmul, index_select and gather are
  * tensor methods too. */
 #include <math.h>
+#include <string.h>
 
 #include "lua/lua_internal.h"
 
@@ -17,27 +18,37 @@ static int f_matmul(lua_State *L) {
   return lt_push_result(L, "matmul", eng_op_matmul(a, b, &out), &out);
 }
 
+/* The act option of linear: nil/"none", "relu" or "gelu" (the tanh approximation). */
+static int linear_act(lua_State *L, int idx) {
+  static const char *const allowed[] = {"act", NULL};
+  lt_check_opts(L, idx, "linear", allowed);
+  lua_getfield(L, idx, "act");
+  int act = ENG_ACT_NONE;
+  if (!lua_isnil(L, -1)) {
+    const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (!name)
+      lt_raise(L, "linear: option act must be a string, got %s", luaL_typename(L, -1));
+    if (strcmp(name, "relu") == 0) act = ENG_ACT_RELU;
+    else if (strcmp(name, "gelu") == 0) act = ENG_ACT_GELU_TANH;
+    else if (strcmp(name, "none") != 0)
+      lt_raise(L, "linear: unknown act '%s' (expected \"relu\", \"gelu\" or \"none\")", name);
+  }
+  lua_pop(L, 1);
+  return act;
+}
+
+/* linear(x, W[, b][, opts]); the options table may also take b's place. */
 static int f_linear(lua_State *L) {
   eng_tensor_t *x = eng_lua_check_tensor(L, 1, "linear"), *w = eng_lua_check_tensor(L, 2, "linear");
-  eng_tensor_t *b = opt_tensor(L, 3, "linear");
-  lt_no_more_args(L, 4, "linear");
-  char xs[128], ws[128];
-  if (w->ndim != 2)
-    return lt_raise(L, "linear: weight must be 2-D [out, in], got %s", ENG_SHAPE_STR(w, ws));
-  if (x->ndim == 0 || x->shape[x->ndim - 1] != w->shape[1])
-    return lt_raise(L, "linear: x %s does not end in the %lld input features of weight %s",
-                    ENG_SHAPE_STR(x, xs), (long long)w->shape[1], ENG_SHAPE_STR(w, ws));
-  eng_tensor_t *wt = NULL, *y = NULL, *out = NULL;
-  eng_status_t st = eng_tensor_transpose(w, 0, 1, &wt);
-  if (st == ENG_OK) st = eng_op_matmul(x, wt, &y);
-  eng_tensor_release(wt);
-  if (st == ENG_OK && b) {
-    st = eng_op_binary(ENG_BINARY_ADD, y, b, &out);
-    eng_tensor_release(y);
-  } else {
-    out = y;
-  }
-  return lt_push_result(L, "linear", st, &out);
+  int opts = lua_type(L, 3) == LUA_TTABLE ? 3 : 4;
+  eng_tensor_t *b = opts == 3 ? NULL : opt_tensor(L, 3, "linear");
+  int act = ENG_ACT_NONE;
+  if (lua_type(L, opts) == LUA_TTABLE) act = linear_act(L, opts);
+  else if (!lua_isnoneornil(L, opts))
+    lt_type_error(L, opts, "linear", "an options table {act=}");
+  lt_no_more_args(L, opts + 1, "linear");
+  eng_tensor_t *out = NULL;
+  return lt_push_result(L, "linear", eng_op_linear(x, w, b, act, &out), &out);
 }
 
 static int f_layer_norm(lua_State *L) {
@@ -147,8 +158,12 @@ static const lt_reg_t shared_regs[] = {
 };
 
 static const lt_reg_t f_regs[] = {
-    {"linear", f_linear, "engine.F.linear(x, W[, b])",
-     "x @ W^T + b, with W [out, in] and b [out] (optional), as in torch.nn.functional.linear.",
+    {"linear", f_linear, "engine.F.linear(x, W[, b][, opts])",
+     "x @ W^T + b, with W [out, in] and b [out] (optional), as in torch.nn.functional.linear; "
+     "opts = {act = \"relu\" | \"gelu\"} applies an activation after the bias (opts may take b's "
+     "place). gelu here is the tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), "
+     "unlike F.gelu (the exact erf form). On CUDA bias and activation are fused into the cuBLASLt "
+     "matmul.",
      NULL},
     {"layer_norm", f_layer_norm, "engine.F.layer_norm(x[, weight][, bias][, eps])",
      "Layer norm over the last dim; weight and bias [last dim] may be nil; eps defaults to 1e-5.",

@@ -40,7 +40,7 @@ void lt_doc_set(lua_State *L, int idx, const char *doc);
 void lt_open_docs(lua_State *L, int engine);
 
 /* ---- the per-state context and GC pacing (module.c) ---- */
-/* Called after a tensor is handed to Lua: runs a full collection when the CPU bytes held by
+/* Called after a tensor is handed to Lua: runs a full collection when the bytes (CPU and GPU) held by
  * tensors grew a lot since the last one (Lua cannot see those bytes). */
 void lt_gc_pace(lua_State *L);
 
@@ -94,6 +94,15 @@ void lt_open_methods(lua_State *L, int methods);              /* tensor_methods.
 void lt_open_functional(lua_State *L, int F, int methods);    /* functional.c */
 void lt_open_functional_nn(lua_State *L, int F, int methods); /* functional_nn.c */
 void lt_open_io(lua_State *L, int engine);                    /* io.c */
+void lt_open_cuda(lua_State *L, int engine);                  /* cuda.c */
+void lt_open_cuda_objects(lua_State *L, int cuda);            /* cuda_objects.c */
+
+/* ---- engine.cuda helpers (cuda.c) ---- */
+/* Raises the runtime's message as it is (it starts with "cuda: "). */
+int lt_cuda_fail(lua_State *L);
+/* An optional device argument: nil or none (device 0), an index, or "cuda" / "cuda:N". Raises
+ * unless that GPU exists. */
+int lt_cuda_device_arg(lua_State *L, int idx, const char *op);
 /* __tostring of tensors (format.c) */
 int lt_tensor_tostring(lua_State *L);
 

@@ -51,3 +51,57 @@ void eng_dims_split(const eng_tensor_t *x, int lo, int hi, int64_t *outer, int64
   *n = eng_dims_numel(x->shape, lo, hi);
   *inner = eng_dims_numel(x->shape, hi, x->ndim);
 }
+
+eng_status_t eng_reduce_mask(const eng_op_call_t *call, const eng_tensor_t *x, unsigned *mask) {
+  const eng_op_attrs_t *at = &call->attrs;
+  if (at->ni == 0) {
+    *mask = (1u << x->ndim) - 1;
+    return ENG_OK;
+  }
+  *mask = 0;
+  for (int k = 0; k < at->ni; k++) {
+    int64_t d = at->i[k];
+    if (d < 0 || d >= x->ndim || (k > 0 && d <= at->i[k - 1]))
+      return eng_error(ENG_ERR_INDEX,
+                       "%s: dims must be ascending, unique and in [0, %d), got %lld at %d",
+                       eng_call_name(call), x->ndim, (long long)d, k);
+    *mask |= 1u << d;
+  }
+  return ENG_OK;
+}
+
+eng_status_t eng_reduce_layout(eng_tensor_t *x, unsigned mask, eng_tensor_t **xc, int64_t *outer,
+                               int64_t *n, int64_t *inner) {
+  int first = -1, last = -1, adjacent = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    if (x->shape[d] == 1 || !(mask & (1u << d))) continue;
+    if (first < 0) first = d;
+    last = d;
+  }
+  for (int d = first + 1; d < last; d++)
+    if (x->shape[d] != 1 && !(mask & (1u << d))) adjacent = 0;
+  if (adjacent) {
+    int lo = first < 0 ? x->ndim : first, hi = first < 0 ? x->ndim : last + 1; /* none: n = 1 */
+    eng_dims_split(x, lo, hi, outer, n, inner);
+    return eng_tensor_contiguous(x, xc);
+  }
+  int64_t perm[ENG_MAX_DIMS];
+  int np = 0;
+  *outer = *n = *inner = 1;
+  for (int d = 0; d < x->ndim; d++)
+    if (!(mask & (1u << d))) {
+      perm[np++] = d;
+      *outer *= x->shape[d];
+    }
+  for (int d = 0; d < x->ndim; d++)
+    if (mask & (1u << d)) {
+      perm[np++] = d;
+      *n *= x->shape[d];
+    }
+  eng_tensor_t *p = NULL;
+  eng_status_t st = eng_tensor_permute(x, perm, x->ndim, &p);
+  if (st) return st;
+  st = eng_tensor_contiguous(p, xc);
+  eng_tensor_release(p);
+  return st;
+}

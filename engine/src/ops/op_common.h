@@ -26,4 +26,12 @@ int64_t eng_dims_numel(const int64_t *shape, int lo, int hi);
 /* x seen as [outer, n, inner] around dims lo..hi-1 (a 0-d x is one line of one). */
 void eng_dims_split(const eng_tensor_t *x, int lo, int hi, int64_t *outer, int64_t *n, int64_t *inner);
 
+/* Reductions (the CPU and CUDA adapters prepare their input alike): the reduced dims of a call
+ * as a bit mask (attrs: ascending unique dims; none = all), and *xc = x laid out as contiguous
+ * [outer, n, inner] with the masked dims in the middle: in place when those dims are adjacent
+ * (size-1 dims do not count), else permuted behind the kept dims. */
+eng_status_t eng_reduce_mask(const eng_op_call_t *call, const eng_tensor_t *x, unsigned *mask);
+eng_status_t eng_reduce_layout(eng_tensor_t *x, unsigned mask, eng_tensor_t **xc, int64_t *outer,
+                               int64_t *n, int64_t *inner);
+
 #endif

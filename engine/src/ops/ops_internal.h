@@ -39,6 +39,9 @@ eng_status_t eng_cpu_cross_entropy(const eng_op_call_t *call);
 /* matmul.c */
 eng_status_t eng_infer_matmul(eng_op_call_t *call);
 eng_status_t eng_cpu_matmul(const eng_op_call_t *call);
+/* linear.c: in[0] x, in[1] W, in[2] b (optional), attrs.i[0] an eng_act_t */
+eng_status_t eng_infer_linear(eng_op_call_t *call);
+eng_status_t eng_cpu_linear(const eng_op_call_t *call);
 /* index.c */
 eng_status_t eng_infer_embedding(eng_op_call_t *call);
 eng_status_t eng_cpu_embedding(const eng_op_call_t *call);
@@ -76,6 +79,7 @@ eng_status_t eng_cuda_layer_norm(const eng_op_call_t *call);
 eng_status_t eng_cuda_rms_norm(const eng_op_call_t *call);
 eng_status_t eng_cuda_cross_entropy(const eng_op_call_t *call);
 eng_status_t eng_cuda_matmul(const eng_op_call_t *call);
+eng_status_t eng_cuda_linear(const eng_op_call_t *call);
 eng_status_t eng_cuda_embedding(const eng_op_call_t *call);
 eng_status_t eng_cuda_index_select(const eng_op_call_t *call);
 eng_status_t eng_cuda_gather(const eng_op_call_t *call);

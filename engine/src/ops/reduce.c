@@ -15,25 +15,6 @@ const char *eng_reduce_name(eng_reduce_op_t op) {
   return eng_op_def((eng_op_id_t)(ENG_OP_SUM + op))->name;
 }
 
-/* The reduced dims of a call as a bit mask (attrs: ascending unique dims; none = all). */
-static eng_status_t reduced_mask(const eng_op_call_t *call, const eng_tensor_t *x, unsigned *mask) {
-  const eng_op_attrs_t *at = &call->attrs;
-  if (at->ni == 0) {
-    *mask = (1u << x->ndim) - 1;
-    return ENG_OK;
-  }
-  *mask = 0;
-  for (int k = 0; k < at->ni; k++) {
-    int64_t d = at->i[k];
-    if (d < 0 || d >= x->ndim || (k > 0 && d <= at->i[k - 1]))
-      return eng_error(ENG_ERR_INDEX,
-                       "%s: dims must be ascending, unique and in [0, %d), got %lld at %d",
-                       eng_call_name(call), x->ndim, (long long)d, k);
-    *mask |= 1u << d;
-  }
-  return ENG_OK;
-}
-
 eng_status_t eng_infer_reduce(eng_op_call_t *call) {
   eng_status_t st = eng_call_need_inputs(call, 1);
   if (st) return st;
@@ -44,7 +25,7 @@ eng_status_t eng_infer_reduce(eng_op_call_t *call) {
   if (!is_float && op != ENG_REDUCE_SUM && op != ENG_REDUCE_MAX && op != ENG_REDUCE_MIN)
     return eng_need_float(name, x);
   unsigned mask;
-  if ((st = reduced_mask(call, x, &mask))) return st;
+  if ((st = eng_reduce_mask(call, x, &mask))) return st;
 
   eng_op_meta_t *m = &call->meta[0];
   int keep = call->attrs.flags & ENG_ATTR_KEEPDIM;
@@ -67,51 +48,13 @@ eng_status_t eng_infer_reduce(eng_op_call_t *call) {
   return ENG_OK;
 }
 
-/* *xc = x laid out as contiguous [outer, n, inner] with the masked dims in the middle: in place
- * when those dims are adjacent (size-1 dims do not count), else permuted behind the kept dims. */
-static eng_status_t to_outer_n_inner(eng_tensor_t *x, unsigned mask, eng_tensor_t **xc,
-                                     int64_t *outer, int64_t *n, int64_t *inner) {
-  int first = -1, last = -1, adjacent = 1;
-  for (int d = 0; d < x->ndim; d++) {
-    if (x->shape[d] == 1 || !(mask & (1u << d))) continue;
-    if (first < 0) first = d;
-    last = d;
-  }
-  for (int d = first + 1; d < last; d++)
-    if (x->shape[d] != 1 && !(mask & (1u << d))) adjacent = 0;
-  if (adjacent) {
-    int lo = first < 0 ? x->ndim : first, hi = first < 0 ? x->ndim : last + 1; /* none: n = 1 */
-    eng_dims_split(x, lo, hi, outer, n, inner);
-    return eng_tensor_contiguous(x, xc);
-  }
-  int64_t perm[ENG_MAX_DIMS];
-  int np = 0;
-  *outer = *n = *inner = 1;
-  for (int d = 0; d < x->ndim; d++)
-    if (!(mask & (1u << d))) {
-      perm[np++] = d;
-      *outer *= x->shape[d];
-    }
-  for (int d = 0; d < x->ndim; d++)
-    if (mask & (1u << d)) {
-      perm[np++] = d;
-      *n *= x->shape[d];
-    }
-  eng_tensor_t *p = NULL;
-  eng_status_t st = eng_tensor_permute(x, perm, x->ndim, &p);
-  if (st) return st;
-  st = eng_tensor_contiguous(p, xc);
-  eng_tensor_release(p);
-  return st;
-}
-
 eng_status_t eng_cpu_reduce(const eng_op_call_t *call) {
   eng_status_t st;
   eng_tensor_t *x = call->in[0], *xc = NULL;
   unsigned mask;
   int64_t outer, n, inner;
-  st = reduced_mask(call, x, &mask);
-  if (!st) st = to_outer_n_inner(x, mask, &xc, &outer, &n, &inner);
+  st = eng_reduce_mask(call, x, &mask);
+  if (!st) st = eng_reduce_layout(x, mask, &xc, &outer, &n, &inner);
   if (st) return st;
   eng_kcpu_reduce((eng_reduce_op_t)(call->id - ENG_OP_SUM), x->dtype, eng_tensor_data(xc),
                   eng_tensor_data(call->out[0]), outer, n, inner, call->attrs.f[0]);

@@ -2,20 +2,22 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eng_cuda.h"
 #include "eng_registry.h"
 #include "ops/ops_internal.h"
 
 #ifdef ENG_HAVE_CUDA
+#include "cuda/cuda_internal.h"
 #define CUDA(fn) fn
 #else
 #define CUDA(fn) NULL
 #endif
 /* Until the CUDA backend lands, no op has a CUDA kernel: CUDA(...) entries are added per op then. */
 
-#define UNARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_unary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_unary}}
-#define BINARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 2, .infer = eng_infer_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary}}
-#define REDUCE(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_reduce, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_reduce}}
-#define CREATE(ID, doc_, cpu) [ENG_OP_##ID] = {.doc = doc_, .n_in = 0, .infer = eng_infer_create, .kernel = {[ENG_BACKEND_CPU] = cpu}}
+#define UNARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_unary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_unary, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_unary)}}
+#define BINARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 2, .infer = eng_infer_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_binary)}}
+#define REDUCE(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_reduce, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_reduce, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_reduce)}}
+#define CREATE(ID, doc_, cpu, cuda) [ENG_OP_##ID] = {.doc = doc_, .n_in = 0, .infer = eng_infer_create, .kernel = {[ENG_BACKEND_CPU] = cpu, [ENG_BACKEND_CUDA] = CUDA(cuda)}}
 
 /* Attrs per op (see eng_op_attrs_t):
  *   clamp:          flags ENG_ATTR_HAS_LO|HAS_HI, f[0] lo, f[1] hi
@@ -25,6 +27,7 @@
  *   (log_)softmax:  i[0] dim (normalised)
  *   layer/rms_norm: f[0] eps; inputs x, weight (optional), bias (optional, layer_norm only)
  *   cross_entropy:  i[0] ignore_index
+ *   linear:         inputs x, W, b (optional); i[0] activation (eng_act_t)
  *   index_select, gather, cat: i[0] dim (normalised)
  *   copy:           out[0] preset (copy_), or attrs.dtype/attrs.device give a fresh destination
  *   fill:           out[0] preset, f[0] value
@@ -60,9 +63,9 @@ static eng_op_def_t defs[ENG_OP_COUNT] = {
     BINARY(GT, "a > b, as u8"),
     BINARY(GE, "a >= b, as u8"),
     [ENG_OP_CLAMP] = {.doc = "clamp(x, lo, hi)", .n_in = 1, .infer = eng_infer_clamp,
-                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_clamp}},
+                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_clamp, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_clamp)}},
     [ENG_OP_WHERE] = {.doc = "where(cond, a, b)", .n_in = 3, .infer = eng_infer_where,
-                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_where}},
+                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_where, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_where)}},
     REDUCE(SUM, "sum over dims"),
     REDUCE(MEAN, "mean over dims"),
     REDUCE(MAX, "max over dims"),
@@ -70,39 +73,41 @@ static eng_op_def_t defs[ENG_OP_COUNT] = {
     REDUCE(VAR, "variance over dims (correction 1 by default)"),
     REDUCE(STD, "standard deviation over dims (correction 1 by default)"),
     [ENG_OP_ARGMAX] = {.doc = "index of the max along a dim", .n_in = 1, .infer = eng_infer_argmax,
-                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_argmax}},
+                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_argmax, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_argmax)}},
     [ENG_OP_SOFTMAX] = {.doc = "softmax along a dim", .n_in = 1, .infer = eng_infer_softmax,
-                        .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax}},
+                        .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_softmax)}},
     [ENG_OP_LOG_SOFTMAX] = {.doc = "log of softmax along a dim", .n_in = 1, .infer = eng_infer_softmax,
-                            .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax}},
+                            .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_softmax)}},
     [ENG_OP_LAYER_NORM] = {.doc = "layer norm over the last dim", .n_in = 3, .infer = eng_infer_norm,
-                           .kernel = {[ENG_BACKEND_CPU] = eng_cpu_layer_norm}},
+                           .kernel = {[ENG_BACKEND_CPU] = eng_cpu_layer_norm, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_layer_norm)}},
     [ENG_OP_RMS_NORM] = {.doc = "RMS norm over the last dim", .n_in = 2, .infer = eng_infer_norm,
-                         .kernel = {[ENG_BACKEND_CPU] = eng_cpu_rms_norm}},
+                         .kernel = {[ENG_BACKEND_CPU] = eng_cpu_rms_norm, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_rms_norm)}},
     [ENG_OP_CROSS_ENTROPY] = {.doc = "mean cross-entropy of logits [...,C] against integer targets",
                               .n_in = 2, .infer = eng_infer_cross_entropy,
-                              .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cross_entropy}},
+                              .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cross_entropy, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_cross_entropy)}},
     [ENG_OP_MATMUL] = {.doc = "matrix product (torch.matmul semantics)", .n_in = 2,
-                       .infer = eng_infer_matmul, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_matmul}},
+                       .infer = eng_infer_matmul, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_matmul, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_matmul)}},
+    [ENG_OP_LINEAR] = {.doc = "act(x @ W^T + b); act none, relu or gelu (tanh approximation)", .n_in = 3,
+                       .infer = eng_infer_linear, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_linear, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_linear)}},
     [ENG_OP_EMBEDDING] = {.doc = "rows of a table picked by integer ids", .n_in = 2,
-                          .infer = eng_infer_embedding, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_embedding}},
+                          .infer = eng_infer_embedding, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_embedding, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_embedding)}},
     [ENG_OP_INDEX_SELECT] = {.doc = "entries along a dim picked by a 1-D integer index", .n_in = 2,
                              .infer = eng_infer_index_select,
-                             .kernel = {[ENG_BACKEND_CPU] = eng_cpu_index_select}},
+                             .kernel = {[ENG_BACKEND_CPU] = eng_cpu_index_select, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_index_select)}},
     [ENG_OP_GATHER] = {.doc = "torch.gather along a dim", .n_in = 2, .infer = eng_infer_gather,
-                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_gather}},
+                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_gather, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_gather)}},
     [ENG_OP_CAT] = {.doc = "concatenate along a dim", .n_in = -1, .infer = eng_infer_cat,
-                    .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cat}},
+                    .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cat, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_cat)}},
     [ENG_OP_COPY] = {.doc = "copy with dtype conversion (and across devices)", .n_in = 1,
                      .flags = ENG_OPDEF_CROSS_DEVICE | ENG_OPDEF_STRIDED_OUT, .infer = eng_infer_copy,
-                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_copy}},
+                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_copy, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_copy)}},
     [ENG_OP_FILL] = {.doc = "fill with one value", .n_in = 0, .flags = ENG_OPDEF_STRIDED_OUT, .infer = eng_infer_fill,
-                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_fill}},
-    CREATE(ARANGE, "evenly spaced values", eng_cpu_arange),
-    CREATE(EYE, "identity matrix", eng_cpu_eye),
-    CREATE(RAND, "uniform random values (Philox)", eng_cpu_rand),
-    CREATE(RANDN, "normal random values (Philox, Box-Muller)", eng_cpu_randn),
-    CREATE(RANDINT, "uniform random integers (Philox)", eng_cpu_randint),
+                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_fill, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_fill)}},
+    CREATE(ARANGE, "evenly spaced values", eng_cpu_arange, eng_cuda_arange),
+    CREATE(EYE, "identity matrix", eng_cpu_eye, eng_cuda_eye),
+    CREATE(RAND, "uniform random values (Philox)", eng_cpu_rand, eng_cuda_rand),
+    CREATE(RANDN, "normal random values (Philox, Box-Muller)", eng_cpu_randn, eng_cuda_randn),
+    CREATE(RANDINT, "uniform random integers (Philox)", eng_cpu_randint, eng_cuda_randint),
 };
 
 static const char *const names[ENG_OP_COUNT] = {
@@ -168,6 +173,16 @@ static eng_status_t pick_device(const eng_op_def_t *def, const eng_op_call_t *ca
   return ENG_OK;
 }
 
+/* A missing GPU (or a build without CUDA) is said as such for every op, before any question of
+ * kernels; with CUDA, the op's device also becomes the thread's CUDA device, where kernels launch. */
+static eng_status_t cuda_device_ready(int device) {
+#ifdef ENG_HAVE_CUDA
+  return eng_cuda_select(device);
+#else
+  return eng_cuda_check_device(device);
+#endif
+}
+
 /* Prefixes the message with "op: " unless it already starts that way. */
 static eng_status_t name_error(const char *op, eng_status_t st) {
   const char *msg = eng_last_error();
@@ -202,6 +217,7 @@ eng_status_t eng_op_dispatch(eng_op_call_t *call) {
   eng_device_t dev;
   eng_status_t st = pick_device(def, call, &dev);
   if (st) return st;
+  if (dev.type == ENG_DEV_CUDA && (st = cuda_device_ready(dev.index))) return name_error(def->name, st);
   eng_op_kernel_fn kernel = def->kernel[eng_backend_of(dev)];
   if (!kernel) {
     char d[32];
@@ -228,7 +244,14 @@ eng_status_t eng_op_dispatch(eng_op_call_t *call) {
   }
 
   if (hook_fn) hook_fn(hook_user, call, 1);
+#ifdef ENG_HAVE_CUDA
+  /* An NVTX range per op, so profilers attribute the kernels (and CPU time) to it. */
+  int ranged = eng_cuda_nvtx_push(def->name);
   st = kernel(call);
+  if (ranged) eng_cuda_nvtx_pop();
+#else
+  st = kernel(call);
+#endif
   if (hook_fn) hook_fn(hook_user, call, 0);
   if (st) goto fail;
   return ENG_OK;
