@@ -333,3 +333,15 @@ Test(cuda_linear, captured_in_a_graph) {
   release_pair(a);
   release_pair(c);
 }
+
+/* Products of at least 2^33 flops are autotuned once per shape (blaslt.c times the top
+ * candidates): the tuned plan must still compute the product, on its first call and after. */
+Test(cuda_matmul, autotuned_large_products) {
+  need_gpu();
+  for (int rep = 0; rep < 2; rep++) {
+    check_matmul(RAND_PAIR(ENG_BF16, 90 + rep, 2048, 1024), RAND_PAIR(ENG_BF16, 92 + rep, 1024, 2048),
+                 rep ? "bf16 2048x1024x2048, tuned plan" : "bf16 2048x1024x2048, first call (tunes)");
+  }
+  check_matmul(RAND_PAIR(ENG_F32, 94, 2048, 1024), RAND_PAIR(ENG_F32, 95, 1024, 2048),
+               "f32 2048x1024x2048 (tunes)");
+}

@@ -3,9 +3,9 @@
 // written from the registers: one read and one write of the row, which is what running at memory
 // bandwidth needs. Each thread issues all its 16-byte loads before the first reduction, and the
 // blocks are kept small (4 vectors a thread) so that many rows are in flight on each SM while
-// others sit in their one-barrier reductions. Longer rows are streamed: max, sum, write for softmax; moments, then write for
-// the norms. Softmax along a dim that is not the last runs one thread per column of
-// [outer, n, inner], coalesced across the columns.
+// others sit in their one-barrier reductions. Longer rows are streamed: max, sum, write for
+// softmax; moments, then write for the norms. Softmax along a dim that is not the last runs one
+// thread per column of [outer, n, inner], coalesced across the columns.
 #include <type_traits>
 
 #include "cuda/norm.h"
@@ -24,31 +24,36 @@ constexpr unsigned kMaxBlocks = 1u << 20;  // grid-stride loops cover the rest
 // ---- a row held in registers: thread t of a group of G holds N elements ----
 // With 16-byte vectors, element q = j * VEC + e of a thread is row element (j * G + t) * VEC + e
 // (the row is aligned and its length a multiple of VEC); otherwise it is q * G + t. Elements past
-// the end of the row are neither loaded nor used.
-template <typename T> __device__ __forceinline__ int64_t reg_index(int q, bool vec, int t, int G) {
+// the end of the row are neither loaded nor used. Such rows are short (at most 4096 vectors), so
+// indices within them are ints: fewer registers than 64-bit ones.
+template <typename T> __device__ __forceinline__ int reg_index(int q, bool vec, int t, int G) {
   constexpr int VEC = vec_of<T>();
-  return vec ? ((int64_t)(q / VEC) * G + t) * VEC + q % VEC : (int64_t)q * G + t;
+  return vec ? ((q / VEC) * G + t) * VEC + q % VEC : q * G + t;
 }
 
 template <typename T, int N>
-__device__ __forceinline__ void load_regs(const T *__restrict__ row, int64_t n, bool vec, int t,
+__device__ __forceinline__ void load_regs(const T *__restrict__ row, int n, bool vec, int t,
                                           int G, acc_t<T> (&v)[N]) {
   constexpr int VEC = vec_of<T>();
   if (vec) {
+    // Every load is issued before any is used, so they are all in flight at once.
+    int4 raw[N / VEC];
 #pragma unroll
     for (int j = 0; j < N / VEC; j++) {
-      const int64_t k = ((int64_t)j * G + t) * VEC;
-      if (k < n) {
-        alignas(16) T buf[VEC];
-        *reinterpret_cast<int4 *>(buf) = *reinterpret_cast<const int4 *>(row + k);
+      const int k = (j * G + t) * VEC;
+      raw[j] = k < n ? *reinterpret_cast<const int4 *>(row + k) : make_int4(0, 0, 0, 0);
+    }
 #pragma unroll
-        for (int e = 0; e < VEC; e++) v[j * VEC + e] = load(&buf[e]);
-      }
+    for (int j = 0; j < N / VEC; j++) {
+      alignas(16) T buf[VEC];
+      *reinterpret_cast<int4 *>(buf) = raw[j];
+#pragma unroll
+      for (int e = 0; e < VEC; e++) v[j * VEC + e] = load(&buf[e]);
     }
   } else {
 #pragma unroll
     for (int q = 0; q < N; q++) {
-      const int64_t k = (int64_t)q * G + t;
+      const int k = q * G + t;
       if (k < n) v[q] = load(row + k);
     }
   }
@@ -58,14 +63,14 @@ __device__ __forceinline__ void load_regs(const T *__restrict__ row, int64_t n, 
 // rounded once into T. With `vec`, w and b must be aligned like the row.
 template <typename T, int N, typename F>
 __device__ __forceinline__ void store_regs(T *row, const T *__restrict__ w, const T *__restrict__ b,
-                                           int64_t n, bool vec, int t, int G,
+                                           int n, bool vec, int t, int G,
                                            const acc_t<T> (&v)[N], F f) {
   using A = acc_t<T>;
   constexpr int VEC = vec_of<T>();
   if (vec) {
 #pragma unroll
     for (int j = 0; j < N / VEC; j++) {
-      const int64_t k = ((int64_t)j * G + t) * VEC;
+      const int k = (j * G + t) * VEC;
       if (k < n) {
         alignas(16) T wb[VEC], bb[VEC], ob[VEC];
         if (w) *reinterpret_cast<int4 *>(wb) = *reinterpret_cast<const int4 *>(w + k);
@@ -83,7 +88,7 @@ __device__ __forceinline__ void store_regs(T *row, const T *__restrict__ w, cons
   } else {
 #pragma unroll
     for (int q = 0; q < N; q++) {
-      const int64_t k = (int64_t)q * G + t;
+      const int k = q * G + t;
       if (k < n) {
         A o = f(v[q]);
         if (w) o *= load(w + k);
@@ -98,7 +103,7 @@ __device__ __forceinline__ void store_regs(T *row, const T *__restrict__ w, cons
 
 template <typename T, int N, bool WARP, bool VECTOR>
 __global__ void __launch_bounds__(WARP ? kWarpBlock : 1024)
-    softmax_regs(const T *__restrict__ x, T *y, int64_t rows, int64_t n, bool log_out) {
+    softmax_regs(const T *__restrict__ x, T *y, int64_t rows, int n, bool log_out) {
   constexpr bool vec = VECTOR;
   using A = acc_t<T>;
   __shared__ A slots[2][32];  // the max, then the sum (group_reduce)
@@ -189,7 +194,7 @@ __global__ void __launch_bounds__(kColBlock)
 template <typename T, int N, bool WARP, bool VECTOR, bool LAYER>
 __global__ void __launch_bounds__(WARP ? kWarpBlock : 1024)
     norm_regs(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, T *y,
-              int64_t rows, int64_t d, acc_t<T> eps) {
+              int64_t rows, int d, acc_t<T> eps) {
   constexpr bool vec = VECTOR;
   using A = acc_t<T>;
   __shared__ A slots[2][32];  // used in turn by the reductions (group_reduce)
@@ -252,7 +257,7 @@ __global__ void __launch_bounds__(kStreamBlock)
 
 // ---- launch planning: registers for rows up to 4096 vectors, streaming beyond ----
 
-enum RowKind { kWarpRegs1, kWarpRegs4, kBlockRegs4, kStream };
+enum RowKind { kWarpRegs1, kWarpRegs4, kBlockRegs1, kBlockRegs4, kStream };
 struct RowPlan {
   RowKind kind;
   unsigned blocks, threads;
@@ -260,17 +265,21 @@ struct RowPlan {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// A warp holds 1 or 4 vectors a lane (rows up to 128 vectors); a block holds 4 vectors a thread,
-// with just enough warps for the row (up to 1024 threads: 4096 vectors). 4 vectors, not 1, keep
-// the blocks small (128 threads for 4096 bf16) so an SM holds many rows at once.
-template <typename T> RowPlan plan_rows(int64_t rows, int64_t n) {
+// A warp holds 1 or 4 vectors a lane (rows up to 128 vectors); a block of up to 1024 threads holds
+// 4 vectors a thread, with just enough warps for the row: small blocks (128 threads for 4096
+// bf16) keep many rows in flight on an SM. Rows without 16-byte vectors hold one vector's worth a
+// thread up to 1024 vectors, as 4 vectors' worth of scalar loads would spill registers.
+template <typename T> RowPlan plan_rows(int64_t rows, int64_t n, bool vec) {
   constexpr int64_t VEC = vec_of<T>();
   const unsigned row_blocks = (unsigned)(rows < (int64_t)kMaxBlocks ? rows : kMaxBlocks);
+  auto warps_for = [](int64_t per_thread, int64_t n) {
+    return (unsigned)(ceil_div(ceil_div(n, per_thread), 32) * 32);
+  };
   const unsigned warp_blocks = blocks_for(rows, kWarpBlock / 32, kMaxBlocks);
   if (n <= 32 * VEC) return {kWarpRegs1, warp_blocks, kWarpBlock};
   if (n <= 32 * 4 * VEC) return {kWarpRegs4, warp_blocks, kWarpBlock};
-  if (n <= 1024 * 4 * VEC)
-    return {kBlockRegs4, row_blocks, (unsigned)(ceil_div(ceil_div(n, 4 * VEC), 32) * 32)};
+  if (!vec && n <= 1024 * VEC) return {kBlockRegs1, row_blocks, warps_for(VEC, n)};
+  if (n <= 1024 * 4 * VEC) return {kBlockRegs4, row_blocks, warps_for(4 * VEC, n)};
   return {kStream, row_blocks, kStreamBlock};
 }
 
@@ -286,6 +295,9 @@ void dispatch_rows(const RowPlan &p, bool vec, Regs regs, Stream stream) {
   switch (p.kind) {
   case kWarpRegs1: with_vec(std::integral_constant<int, VEC>{}, std::true_type{}); break;
   case kWarpRegs4: with_vec(std::integral_constant<int, 4 * VEC>{}, std::true_type{}); break;
+  case kBlockRegs1:  // scalar rows only
+    regs(std::integral_constant<int, VEC>{}, std::false_type{}, std::false_type{});
+    break;
   case kBlockRegs4: with_vec(std::integral_constant<int, 4 * VEC>{}, std::false_type{}); break;
   case kStream: stream(); break;
   }
@@ -300,13 +312,14 @@ cudaError_t softmax_typed(bool log_out, const T *x, T *y, int64_t outer, int64_t
     return cudaGetLastError();
   }
   const bool vec = vec_rows<T>(x, n) && vec_rows<T>(y, n);
-  const RowPlan p = plan_rows<T>(outer, n);
+  const RowPlan p = plan_rows<T>(outer, n, vec);
   dispatch_rows<T>(
       p, vec,
       [&](auto N, auto warp, auto vector) {
         constexpr int kN = decltype(N)::value;
         constexpr bool kWarp = decltype(warp)::value, kVec = decltype(vector)::value;
-        softmax_regs<T, kN, kWarp, kVec><<<p.blocks, p.threads, 0, s>>>(x, y, outer, n, log_out);
+        softmax_regs<T, kN, kWarp, kVec><<<p.blocks, p.threads, 0, s>>>(x, y, outer, (int)n,
+                                                                         log_out);
       },
       [&] { softmax_stream<T><<<p.blocks, p.threads, 0, s>>>(x, y, outer, n, vec, log_out); });
   return cudaGetLastError();
@@ -316,14 +329,15 @@ template <typename T, bool LAYER>
 cudaError_t norm_typed(const T *x, const T *w, const T *b, T *y, int64_t rows, int64_t d,
                        double eps, cudaStream_t s) {
   const bool vec = vec_rows<T>(x, d) && vec_rows<T>(y, d) && vec_rows<T>(w, d) && vec_rows<T>(b, d);
-  const RowPlan p = plan_rows<T>(rows, d);
+  const RowPlan p = plan_rows<T>(rows, d, vec);
   const acc_t<T> e = (acc_t<T>)eps;
   dispatch_rows<T>(
       p, vec,
       [&](auto N, auto warp, auto vector) {
         constexpr int kN = decltype(N)::value;
         constexpr bool kWarp = decltype(warp)::value, kVec = decltype(vector)::value;
-        norm_regs<T, kN, kWarp, kVec, LAYER><<<p.blocks, p.threads, 0, s>>>(x, w, b, y, rows, d, e);
+        norm_regs<T, kN, kWarp, kVec, LAYER><<<p.blocks, p.threads, 0, s>>>(x, w, b, y, rows,
+                                                                            (int)d, e);
       },
       [&] { norm_stream<T, LAYER><<<p.blocks, p.threads, 0, s>>>(x, w, b, y, rows, d, e, vec); });
   return cudaGetLastError();

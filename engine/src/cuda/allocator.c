@@ -396,7 +396,7 @@ eng_status_t eng_cuda_malloc(int device, size_t nbytes, eng_stream_t stream, voi
       in_oom_hook = 1;
       hook(user);
       in_oom_hook = 0;
-      cudaSetDevice(device); /* the hook's finalizers may have worked on another device */
+      eng_cuda_select(device); /* the hook's finalizers may have worked on another device */
     }
     pthread_mutex_lock(&lock);
     if (ds->captures == 0) release_cached(ds);

@@ -259,7 +259,7 @@ static eng_status_t plan_build(cublasLtHandle_t h, const eng_blaslt_gemm_t *g,
  * while the stream is being captured by anyone (event synchronisation would break the capture). */
 static int may_tune(int device, cudaStream_t stream) {
   if (eng_cuda_is_capturing(device)) return 0;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   cudaError_t err = cudaStreamIsCapturing(stream, &cs);
   if (err) {
     cudaGetLastError(); /* not sticky: leave no error behind for the next runtime call */

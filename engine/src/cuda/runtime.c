@@ -29,13 +29,27 @@ eng_status_t eng_cuda_check_device(int device) {
                    n == 1 ? "" : "s");
 }
 
+/* The device this thread last found or made current here (-1: not known). Every op selects its
+ * device (dispatch, then the allocator), and a cudaGetDevice each time is a runtime call on the
+ * launch path; the engine's code moves a thread's device only through eng_cuda_select (or moves
+ * it back, as segment_free does), so the cache stays true. (A host program that calls
+ * cudaSetDevice itself, on a thread that then runs engine ops on another device, is not seen.) */
+static _Thread_local int selected = -1;
+
 eng_status_t eng_cuda_select(int device) {
   eng_status_t st = eng_cuda_check_device(device);
   if (st) return st;
+  if (selected == device) return ENG_OK;
   int cur = -1;
-  if (cudaGetDevice(&cur) == cudaSuccess && cur == device) return ENG_OK;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur == device) {
+    selected = device;
+    return ENG_OK;
+  }
+  selected = -1;
   cudaError_t err = cudaSetDevice(device);
-  return err ? eng_cuda_error(err, "cudaSetDevice") : ENG_OK;
+  if (err) return eng_cuda_error(err, "cudaSetDevice");
+  selected = device;
+  return ENG_OK;
 }
 
 eng_status_t eng_cuda_properties(int device, eng_cuda_props_t *out) {
