@@ -156,7 +156,7 @@ Test(cuda_lua, events_time_gpu_work) {
       "local c = engine.cuda\n"
       "local start, stop = c.Event(), c.Event()\n"
       "assert(start:record() == start)\n"
-      "local x = engine.ones({1 << 22}, {device = 'cuda'})\n"
+      "local x = engine.ones({4194304}, {device = 'cuda'})\n"
       "for i = 1, 10 do x = x + 1 end\n"
       "stop:record(c.current_stream())\n"
       "stop:synchronize()\n"
