@@ -26,36 +26,21 @@ eng_status_t eng_cuda_softmax(const eng_op_call_t *call) {
   return rc ? cuda_failed(eng_call_name(call), rc) : ENG_OK;
 }
 
-/* Contiguous versions of the call's inputs (NULL stays NULL); releases them all on failure. */
-static eng_status_t contiguous_inputs(const eng_op_call_t *call, eng_tensor_t **c) {
-  for (int k = 0; k < call->n_in; k++) {
-    c[k] = NULL;
-    if (!call->in[k]) continue;
-    eng_status_t st = eng_tensor_contiguous(call->in[k], &c[k]);
-    if (st) {
-      for (int j = 0; j < k; j++) eng_tensor_release(c[j]);
-      return st;
-    }
-  }
-  return ENG_OK;
-}
-
-static const void *data_or_null(const eng_tensor_t *t) { return t ? eng_tensor_data(t) : NULL; }
 
 /* layer_norm (in: x, weight, bias) or rms_norm (in: x, weight) over the last dim of x. */
 static eng_status_t norm(const eng_op_call_t *call) {
   eng_tensor_t *y = call->out[0], *c[3] = {NULL, NULL, NULL};
   cudaStream_t stream;
   eng_status_t st = eng_cuda_stream_of(y->storage->device.index, &stream);
-  if (!st) st = contiguous_inputs(call, c);
+  if (!st) st = eng_call_contiguous_inputs(call, c);
   if (st) return st;
   const eng_tensor_t *x = c[0];
   const int64_t d = x->shape[x->ndim - 1], rows = d ? eng_tensor_numel(x) / d : 0;
   const double eps = call->attrs.f[0];
   int rc = call->id == ENG_OP_LAYER_NORM
-               ? eng_kcuda_layer_norm(x->dtype, eng_tensor_data(x), data_or_null(c[1]),
-                                      data_or_null(c[2]), eng_tensor_data(y), rows, d, eps, stream)
-               : eng_kcuda_rms_norm(x->dtype, eng_tensor_data(x), data_or_null(c[1]),
+               ? eng_kcuda_layer_norm(x->dtype, eng_tensor_data(x), eng_data_or_null(c[1]),
+                                      eng_data_or_null(c[2]), eng_tensor_data(y), rows, d, eps, stream)
+               : eng_kcuda_rms_norm(x->dtype, eng_tensor_data(x), eng_data_or_null(c[1]),
                                     eng_tensor_data(y), rows, d, eps, stream);
   for (int k = 0; k < 3; k++) eng_tensor_release(c[k]);
   return rc ? cuda_failed(eng_call_name(call), rc) : ENG_OK;

@@ -82,30 +82,15 @@ eng_status_t eng_infer_norm(eng_op_call_t *call) {
   return ENG_OK;
 }
 
-/* Contiguous versions of the call's inputs (NULL stays NULL); releases them all on failure. */
-static eng_status_t contiguous_inputs(const eng_op_call_t *call, eng_tensor_t **c) {
-  for (int k = 0; k < call->n_in; k++) {
-    c[k] = NULL;
-    if (!call->in[k]) continue;
-    eng_status_t st = eng_tensor_contiguous(call->in[k], &c[k]);
-    if (st) {
-      for (int j = 0; j < k; j++) eng_tensor_release(c[j]);
-      return st;
-    }
-  }
-  return ENG_OK;
-}
-
-static const void *data_or_null(const eng_tensor_t *t) { return t ? eng_tensor_data(t) : NULL; }
 
 eng_status_t eng_cpu_layer_norm(const eng_op_call_t *call) {
   eng_status_t st;
   eng_tensor_t *c[3];
-  st = contiguous_inputs(call, c);
+  st = eng_call_contiguous_inputs(call, c);
   if (st) return st;
   const eng_tensor_t *x = c[0];
   int64_t d = x->shape[x->ndim - 1], rows = d ? eng_tensor_numel(x) / d : 0;
-  eng_kcpu_layer_norm(x->dtype, eng_tensor_data(x), data_or_null(c[1]), data_or_null(c[2]),
+  eng_kcpu_layer_norm(x->dtype, eng_tensor_data(x), eng_data_or_null(c[1]), eng_data_or_null(c[2]),
                       eng_tensor_data(call->out[0]), rows, d, call->attrs.f[0]);
   for (int k = 0; k < 3; k++) eng_tensor_release(c[k]);
   return ENG_OK;
@@ -114,11 +99,11 @@ eng_status_t eng_cpu_layer_norm(const eng_op_call_t *call) {
 eng_status_t eng_cpu_rms_norm(const eng_op_call_t *call) {
   eng_status_t st;
   eng_tensor_t *c[2];
-  st = contiguous_inputs(call, c);
+  st = eng_call_contiguous_inputs(call, c);
   if (st) return st;
   const eng_tensor_t *x = c[0];
   int64_t d = x->shape[x->ndim - 1], rows = d ? eng_tensor_numel(x) / d : 0;
-  eng_kcpu_rms_norm(x->dtype, eng_tensor_data(x), data_or_null(c[1]), eng_tensor_data(call->out[0]),
+  eng_kcpu_rms_norm(x->dtype, eng_tensor_data(x), eng_data_or_null(c[1]), eng_tensor_data(call->out[0]),
                     rows, d, call->attrs.f[0]);
   for (int k = 0; k < 2; k++) eng_tensor_release(c[k]);
   return ENG_OK;

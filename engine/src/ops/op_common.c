@@ -105,3 +105,18 @@ eng_status_t eng_reduce_layout(eng_tensor_t *x, unsigned mask, eng_tensor_t **xc
   eng_tensor_release(p);
   return st;
 }
+
+eng_status_t eng_call_contiguous_inputs(const eng_op_call_t *call, eng_tensor_t **c) {
+  for (int k = 0; k < call->n_in; k++) {
+    c[k] = NULL;
+    if (!call->in[k]) continue;
+    eng_status_t st = eng_tensor_contiguous(call->in[k], &c[k]);
+    if (st) {
+      for (int j = 0; j < k; j++) eng_tensor_release(c[j]);
+      return st;
+    }
+  }
+  return ENG_OK;
+}
+
+const void *eng_data_or_null(const eng_tensor_t *t) { return t ? eng_tensor_data(t) : NULL; }

@@ -34,4 +34,9 @@ eng_status_t eng_reduce_mask(const eng_op_call_t *call, const eng_tensor_t *x, u
 eng_status_t eng_reduce_layout(eng_tensor_t *x, unsigned mask, eng_tensor_t **xc, int64_t *outer,
                                int64_t *n, int64_t *inner);
 
+/* Contiguous versions of the call's inputs (NULL stays NULL); releases them all on failure. */
+eng_status_t eng_call_contiguous_inputs(const eng_op_call_t *call, eng_tensor_t **c);
+/* t's data pointer, or NULL for an absent optional input. */
+const void *eng_data_or_null(const eng_tensor_t *t);
+
 #endif
