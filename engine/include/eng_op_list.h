@@ -1,5 +1,6 @@
 /* Every op of the registry, once. ENG_OP(ID, "name"). Adding an op: a line here, its entry in
- * engine/src/ops/registry.c, its kernels, and a line in the op test table (tests/test_ops.c).
+ * engine/src/ops/registry.c, its kernels, a line in the backend test table (tests/test_cuda_ops.c,
+ * which fails until the op has one) and CPU tests against an independent reference.
  * No include guard: included with different ENG_OP definitions. */
 /* elementwise unary */
 ENG_OP(NEG, "neg")
