@@ -1,11 +1,14 @@
 -- The main job: `scripts/run.sh` runs it. It builds a small byte-level network out of engine ops
--- (embedding -> linear -> gelu -> linear -> cross-entropy), checks the loss of an untrained
--- network against its closed form, and times the ops.
--- On a GPU it will run there; until the CUDA backend lands everything runs on the CPU, at a
--- small size. Flags: --batch N --seq N --dim N --iters N
+-- (embedding -> rms_norm -> linear -> gelu -> linear -> cross-entropy), checks the loss of an
+-- untrained network against its closed form, and times the forward pass.
+-- On the GPU when one is present (a larger size), else on the CPU at a small size.
+-- Flags: --batch N --seq N --dim N --iters N
 local engine = require "engine"
 
-local opts = {batch = 8, seq = 128, dim = 256, iters = 5}
+local dev = engine.device()
+local on_gpu = dev == "cuda"
+local opts = on_gpu and {batch = 32, seq = 512, dim = 1024, iters = 20}
+  or {batch = 8, seq = 128, dim = 256, iters = 5}
 local i = 1
 while arg and arg[i] do
   local key = arg[i]:match("^%-%-(%w+)$")
@@ -16,18 +19,18 @@ while arg and arg[i] do
   i = i + 2
 end
 
-print(("engine %s on %s"):format(engine.version, engine.device()))
-if engine.device() ~= "cpu" then
-  print("note: a GPU is present, but the CUDA backend is not built yet; running on the CPU")
-end
+print(("engine %s on %s%s"):format(engine.version, dev,
+  on_gpu and (" (" .. engine.cuda.properties().name .. ")") or ""))
+local on = {device = dev}
+local function sync() if on_gpu then engine.cuda.synchronize() end end
 print(("byte-level MLP: batch %d, seq %d, dim %d, vocab 256"):format(opts.batch, opts.seq, opts.dim))
 
 engine.manual_seed(1234)
 local V, D = 256, opts.dim
-local emb = engine.randn({V, D}) * 0.02
-local W1 = engine.randn({4 * D, D}) * (1 / math.sqrt(D))
-local W2 = engine.randn({V, 4 * D}) * 1e-3 -- nearly uniform logits: the loss must be close to log(256)
-local tokens = engine.randint(0, V, {opts.batch, opts.seq + 1}, {dtype = "i64"})
+local emb = engine.randn({V, D}, on) * 0.02
+local W1 = engine.randn({4 * D, D}, on) * (1 / math.sqrt(D))
+local W2 = engine.randn({V, 4 * D}, on) * 1e-3 -- nearly uniform logits: the loss must be close to log(256)
+local tokens = engine.randint(0, V, {opts.batch, opts.seq + 1}, {dtype = "i64", device = dev})
 local x_ids = tokens:narrow(1, 0, opts.seq)
 local y_ids = tokens:narrow(1, 1, opts.seq)
 
@@ -46,8 +49,11 @@ if math.abs(loss - expected) > 0.05 then
   error(("loss %.4f is not within 0.05 of log(256)"):format(loss))
 end
 
+forward()
+sync()
 local t0 = engine.clock()
 for _ = 1, opts.iters do forward() end
+sync()
 local per_iter = (engine.clock() - t0) / opts.iters
 local tokens_n = opts.batch * opts.seq
 local flops = 2 * tokens_n * (D * 4 * D + 4 * D * V)
