@@ -1,4 +1,4 @@
-/* Helpers of the CUDA numeric op tests (test_cuda_reduce.c, test_cuda_norm.c): one input on both
+/* Helpers of the CUDA op tests (reduce, norm, elementwise, matmul, index): one input on both
  * devices (views made the same way on each side, so the GPU operand really is strided), CUDA runs
  * into poisoned preset outputs, and comparison against the CPU reference. */
 #ifndef TEST_CUDA_NUMERIC_H
@@ -73,6 +73,22 @@ static inline pair_t pair_view(pair_t p, const int64_t *shape, int nd) {
   T_OK(eng_tensor_view(p.c, shape, nd, &v.c));
   T_OK(eng_tensor_view(p.g, shape, nd, &v.g));
   return v;
+}
+
+/* The same views, consuming the base pair (the view keeps the storage): an operand built in one
+ * expression, e.g. transpose_pair(pair_rand(...), 0, 1). */
+static inline pair_t pair_consume(pair_t base, pair_t view) {
+  pair_release(base);
+  return view;
+}
+static inline pair_t transpose_pair(pair_t p, int64_t d0, int64_t d1) {
+  return pair_consume(p, pair_transpose(p, d0, d1));
+}
+static inline pair_t slice_pair(pair_t p, int64_t dim, int64_t start, int64_t stop, int64_t step) {
+  return pair_consume(p, pair_slice(p, dim, start, stop, step));
+}
+static inline pair_t expand_pair(pair_t p, const int64_t *shape, int nd) {
+  return pair_consume(p, pair_expand(p, shape, nd));
 }
 
 /* Takes back to the GPU what the test changed in p->c. */

@@ -9,11 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_cuda.h"
-#include "eng_registry.h"
-#include "support.h"
+#include "cuda_numeric.h"
 
-#define CUDA0 ((eng_device_t){ENG_DEV_CUDA, 0})
+#define CUDA0 GPU0
 #define MAX_IN 8
 
 static const eng_dtype_t DATA_TYPES[] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16, ENG_I32, ENG_I64, ENG_U8};
@@ -21,61 +19,18 @@ static const eng_dtype_t INDEX_TYPES[] = {ENG_I32, ENG_I64, ENG_U8};
 #define N_DATA (int)(sizeof DATA_TYPES / sizeof DATA_TYPES[0])
 #define N_INDEX (int)(sizeof INDEX_TYPES / sizeof INDEX_TYPES[0])
 
-static void need_gpu(void) {
-  if (eng_cuda_device_count() == 0) cr_skip_test("no CUDA device");
-}
-
-typedef struct {
-  eng_tensor_t *cpu, *gpu;
-} pair_t;
-
-/* Random values in [lo, hi) (integer dtypes truncate, so indices land in [lo, hi - 1]). */
-static pair_t rand_pair(const int64_t *shape, int nd, eng_dtype_t dt, uint64_t seed, double lo,
-                        double hi) {
-  pair_t p = {t_rand_tensor(shape, nd, dt, seed, lo, hi), NULL};
-  T_OK(eng_tensor_to_device(p.cpu, CUDA0, &p.gpu));
-  return p;
-}
-
 #define SHAPE(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 
 /* Data: floats in [-1, 1), integers in [-100, 100) (u8: [0, 100)). */
 static pair_t data_pair(const int64_t *shape, int nd, eng_dtype_t dt, uint64_t seed) {
   double lo = dt == ENG_U8 ? 0 : eng_dtype_is_float(dt) ? -1 : -100;
-  return rand_pair(shape, nd, dt, seed, lo, eng_dtype_is_float(dt) ? 1 : 100);
+  return pair_rand(shape, nd, dt, seed, lo, eng_dtype_is_float(dt) ? 1 : 100);
 }
 
 /* Indices in [0, limit) (capped for u8). */
 static pair_t index_pair(const int64_t *shape, int nd, eng_dtype_t dt, uint64_t seed, int64_t limit) {
   if (dt == ENG_U8 && limit > 256) limit = 256;
-  return rand_pair(shape, nd, dt, seed, 0, (double)limit);
-}
-
-static pair_t values_pair(const double *v, const int64_t *shape, int nd, eng_dtype_t dt) {
-  pair_t p = {t_tensor(v, shape, nd, dt), NULL};
-  T_OK(eng_tensor_to_device(p.cpu, CUDA0, &p.gpu));
-  return p;
-}
-
-static void release_pair(pair_t p) {
-  eng_tensor_release(p.cpu);
-  eng_tensor_release(p.gpu);
-}
-
-static pair_t transpose_pair(pair_t p, int64_t d0, int64_t d1) {
-  pair_t v;
-  T_OK(eng_tensor_transpose(p.cpu, d0, d1, &v.cpu));
-  T_OK(eng_tensor_transpose(p.gpu, d0, d1, &v.gpu));
-  release_pair(p);
-  return v;
-}
-
-static pair_t slice_pair(pair_t p, int64_t dim, int64_t start, int64_t stop, int64_t step) {
-  pair_t v;
-  T_OK(eng_tensor_slice(p.cpu, dim, start, stop, step, &v.cpu));
-  T_OK(eng_tensor_slice(p.gpu, dim, start, stop, step, &v.gpu));
-  release_pair(p);
-  return v;
+  return pair_rand(shape, nd, dt, seed, 0, (double)limit);
 }
 
 /* A value the op cannot produce from data_pair's inputs. */
@@ -88,8 +43,8 @@ static double poison(eng_dtype_t dt) {
 static void check_op(eng_op_id_t id, pair_t *in, int n, int64_t dim, const char *what) {
   eng_tensor_t *cin[MAX_IN], *gin[MAX_IN];
   for (int k = 0; k < n; k++) {
-    cin[k] = in[k].cpu;
-    gin[k] = in[k].gpu;
+    cin[k] = in[k].c;
+    gin[k] = in[k].g;
   }
   eng_op_call_t c = {.id = id, .n_in = n, .in = cin, .n_out = 1};
   c.attrs.i[0] = dim;
@@ -108,7 +63,7 @@ static void check_op(eng_op_id_t id, pair_t *in, int n, int64_t dim, const char 
   free(rv);
   eng_tensor_release(ref);
   eng_tensor_release(out);
-  for (int k = 0; k < n; k++) release_pair(in[k]);
+  for (int k = 0; k < n; k++) pair_release(in[k]);
 }
 
 static void check_embedding(pair_t ids, pair_t w, const char *what) {
@@ -122,7 +77,7 @@ static void check_along(eng_op_id_t id, pair_t x, int64_t dim, pair_t idx, const
 }
 
 Test(cuda_index, embedding_every_dtype) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_DATA; d++)
     for (int i = 0; i < N_INDEX; i++) {
       eng_dtype_t dt = DATA_TYPES[d], it = INDEX_TYPES[i];
@@ -135,7 +90,7 @@ Test(cuda_index, embedding_every_dtype) {
 }
 
 Test(cuda_index, embedding_shapes_and_views) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int i = 0; i < N_INDEX; i++) {
     eng_dtype_t it = INDEX_TYPES[i];
     check_embedding(index_pair((const int64_t[]){1}, 0, it, 10, 5), data_pair(SHAPE(5, 7), ENG_BF16, 11), "0-d id");
@@ -151,7 +106,7 @@ Test(cuda_index, embedding_shapes_and_views) {
 }
 
 Test(cuda_index, index_select) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_DATA; d++)
     for (int i = 0; i < N_INDEX; i++) {
       eng_dtype_t dt = DATA_TYPES[d], it = INDEX_TYPES[i];
@@ -167,7 +122,7 @@ Test(cuda_index, index_select) {
 }
 
 Test(cuda_index, gather) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_DATA; d++)
     for (int i = 0; i < N_INDEX; i++) {
       eng_dtype_t dt = DATA_TYPES[d], it = INDEX_TYPES[i];
@@ -183,53 +138,53 @@ Test(cuda_index, gather) {
 }
 
 Test(cuda_index, out_of_range_is_the_cpu_error) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   static const double IDS[] = {1, 9, -3, 2}, IDS_U8[] = {3, 200, 1, 250};
   for (int i = 0; i < N_INDEX; i++) {
     eng_dtype_t it = INDEX_TYPES[i];
-    pair_t ids = values_pair(it == ENG_U8 ? IDS_U8 : IDS, SHAPE(2, 2), it);
-    pair_t flat = values_pair(it == ENG_U8 ? IDS_U8 : IDS, SHAPE(4), it);
+    pair_t ids = pair_values(it == ENG_U8 ? IDS_U8 : IDS, SHAPE(2, 2), it);
+    pair_t flat = pair_values(it == ENG_U8 ? IDS_U8 : IDS, SHAPE(4), it);
     pair_t w = data_pair(SHAPE(5, 3), ENG_F32, 50);
     for (int op = 0; op < 3; op++) {
       eng_tensor_t *out = NULL;
       eng_status_t cs, gs;
       char cpu_msg[512];
-      if (op == 0) cs = eng_op_embedding(ids.cpu, w.cpu, &out);
-      else if (op == 1) cs = eng_op_index_select(w.cpu, 0, flat.cpu, &out);
-      else cs = eng_op_gather(w.cpu, 1, ids.cpu, &out);
+      if (op == 0) cs = eng_op_embedding(ids.c, w.c, &out);
+      else if (op == 1) cs = eng_op_index_select(w.c, 0, flat.c, &out);
+      else cs = eng_op_gather(w.c, 1, ids.c, &out);
       snprintf(cpu_msg, sizeof cpu_msg, "%s", eng_last_error());
       cr_assert(cs == ENG_ERR_INDEX && !out, "op %d: the CPU accepted bad indices", op);
-      if (op == 0) gs = eng_op_embedding(ids.gpu, w.gpu, &out);
-      else if (op == 1) gs = eng_op_index_select(w.gpu, 0, flat.gpu, &out);
-      else gs = eng_op_gather(w.gpu, 1, ids.gpu, &out);
+      if (op == 0) gs = eng_op_embedding(ids.g, w.g, &out);
+      else if (op == 1) gs = eng_op_index_select(w.g, 0, flat.g, &out);
+      else gs = eng_op_gather(w.g, 1, ids.g, &out);
       cr_assert(gs == ENG_ERR_INDEX && !out, "op %d (%s): CUDA gave status %d: %s", op,
                 eng_dtype_name(it), (int)gs, eng_last_error());
       cr_assert_str_eq(eng_last_error(), cpu_msg, "op %d (%s): the CUDA message differs",
                        op, eng_dtype_name(it));
     }
-    release_pair(ids);
-    release_pair(flat);
-    release_pair(w);
+    pair_release(ids);
+    pair_release(flat);
+    pair_release(w);
   }
 }
 
 /* Inside a capture the bounds check cannot read back: bad rows come out NaN (floats) or 0. */
 Test(cuda_index, out_of_range_during_capture) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   static const double IDS[] = {1, 7, 0};
-  pair_t ids = values_pair(IDS, SHAPE(3), ENG_I64);
+  pair_t ids = pair_values(IDS, SHAPE(3), ENG_I64);
   pair_t wf = data_pair(SHAPE(5, 4), ENG_F32, 60), wi = data_pair(SHAPE(5, 4), ENG_I32, 61);
   eng_tensor_t *outs[3] = {NULL};
   eng_cuda_graph_t *graph = NULL;
   T_OK(eng_cuda_graph_begin(0, &graph));
-  eng_status_t s0 = eng_op_embedding(ids.gpu, wf.gpu, &outs[0]);
-  eng_status_t s1 = eng_op_embedding(ids.gpu, wi.gpu, &outs[1]);
-  eng_status_t s2 = eng_op_index_select(wf.gpu, 0, ids.gpu, &outs[2]);
+  eng_status_t s0 = eng_op_embedding(ids.g, wf.g, &outs[0]);
+  eng_status_t s1 = eng_op_embedding(ids.g, wi.g, &outs[1]);
+  eng_status_t s2 = eng_op_index_select(wf.g, 0, ids.g, &outs[2]);
   T_OK(eng_cuda_graph_end(&graph));
   cr_assert(!s0 && !s1 && !s2, "ops during capture failed: %s", eng_last_error());
   T_OK(eng_cuda_graph_replay(graph));
   T_OK(eng_cuda_synchronize(0));
-  eng_tensor_t *tables[3] = {wf.cpu, wi.cpu, wf.cpu};
+  eng_tensor_t *tables[3] = {wf.c, wi.c, wf.c};
   for (int k = 0; k < 3; k++) {
     double *got = t_values(outs[k]), *table = t_values(tables[k]);
     int is_float = k != 1;
@@ -246,13 +201,13 @@ Test(cuda_index, out_of_range_during_capture) {
     eng_tensor_release(outs[k]);
   }
   eng_cuda_graph_free(graph);
-  release_pair(ids);
-  release_pair(wf);
-  release_pair(wi);
+  pair_release(ids);
+  pair_release(wf);
+  pair_release(wi);
 }
 
 Test(cuda_index, cat_views_dtypes_and_empty_pieces) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_DATA; d++) {
     eng_dtype_t dt = DATA_TYPES[d];
     pair_t in[4] = {data_pair(SHAPE(3, 7), dt, 70), transpose_pair(data_pair(SHAPE(4, 3), dt, 71), 0, 1),

@@ -9,69 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_cuda.h"
-#include "eng_registry.h"
-#include "support.h"
+#include "cuda_numeric.h"
 
-#define CUDA0 ((eng_device_t){ENG_DEV_CUDA, 0})
+#define CUDA0 GPU0
 
 static const eng_dtype_t FLOATS[] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
 #define N_FLOATS (int)(sizeof FLOATS / sizeof FLOATS[0])
 
-static void need_gpu(void) {
-  if (eng_cuda_device_count() == 0) cr_skip_test("no CUDA device");
-}
-
-/* The same tensor (or view) on the CPU and on the GPU. */
-typedef struct {
-  eng_tensor_t *cpu, *gpu;
-} pair_t;
-
-static pair_t rand_pair(const int64_t *shape, int nd, eng_dtype_t dt, uint64_t seed) {
-  pair_t p = {t_rand_tensor(shape, nd, dt, seed, -1, 1), NULL};
-  T_OK(eng_tensor_to_device(p.cpu, CUDA0, &p.gpu));
-  return p;
-}
-
 #define RAND_PAIR(dt, seed, ...) \
-  rand_pair((const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), dt, seed)
-
-static void release_pair(pair_t p) {
-  eng_tensor_release(p.cpu);
-  eng_tensor_release(p.gpu);
-}
-
-/* Views of both halves; the bases are released (the views keep the storage). */
-static pair_t transpose_pair(pair_t p, int64_t d0, int64_t d1) {
-  pair_t v;
-  T_OK(eng_tensor_transpose(p.cpu, d0, d1, &v.cpu));
-  T_OK(eng_tensor_transpose(p.gpu, d0, d1, &v.gpu));
-  release_pair(p);
-  return v;
-}
-
-static pair_t slice_pair(pair_t p, int64_t dim, int64_t start, int64_t stop, int64_t step) {
-  pair_t v;
-  T_OK(eng_tensor_slice(p.cpu, dim, start, stop, step, &v.cpu));
-  T_OK(eng_tensor_slice(p.gpu, dim, start, stop, step, &v.gpu));
-  release_pair(p);
-  return v;
-}
-
-static pair_t expand_pair(pair_t p, const int64_t *shape, int nd) {
-  pair_t v;
-  T_OK(eng_tensor_expand(p.cpu, shape, nd, &v.cpu));
-  T_OK(eng_tensor_expand(p.gpu, shape, nd, &v.gpu));
-  release_pair(p);
-  return v;
-}
+  pair_rand((const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), dt, seed, -1, 1)
 
 /* Runs op `id` on the CPU inputs, then on the GPU inputs into a NaN-filled output, and compares. */
 static void check_op(eng_op_id_t id, const pair_t *in, int n, int act, const char *what) {
   eng_tensor_t *cin[3] = {NULL}, *gin[3] = {NULL};
   for (int k = 0; k < n; k++) {
-    cin[k] = in[k].cpu;
-    gin[k] = in[k].gpu;
+    cin[k] = in[k].c;
+    gin[k] = in[k].g;
   }
   eng_op_call_t c = {.id = id, .n_in = n, .in = cin, .n_out = 1};
   c.attrs.i[0] = act;
@@ -96,17 +49,17 @@ static void check_op(eng_op_id_t id, const pair_t *in, int n, int act, const cha
 static void check_matmul(pair_t a, pair_t b, const char *what) {
   pair_t in[2] = {a, b};
   check_op(ENG_OP_MATMUL, in, 2, 0, what);
-  release_pair(a);
-  release_pair(b);
+  pair_release(a);
+  pair_release(b);
 }
 
 /* Checks linear(x, w, b, act) and releases the pairs (b may be absent: has_b = 0). */
 static void check_linear(pair_t x, pair_t w, pair_t b, int has_b, int act, const char *what) {
   pair_t in[3] = {x, w, has_b ? b : (pair_t){NULL, NULL}};
   check_op(ENG_OP_LINEAR, in, 3, act, what);
-  release_pair(x);
-  release_pair(w);
-  if (has_b) release_pair(b);
+  pair_release(x);
+  pair_release(w);
+  if (has_b) pair_release(b);
 }
 
 static const int64_t MKN[][3] = {
@@ -115,7 +68,7 @@ static const int64_t MKN[][3] = {
 };
 
 Test(cuda_matmul, sizes_and_dtypes) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++)
     for (size_t s = 0; s < sizeof MKN / sizeof MKN[0]; s++) {
       int64_t m = MKN[s][0], k = MKN[s][1], n = MKN[s][2];
@@ -127,7 +80,7 @@ Test(cuda_matmul, sizes_and_dtypes) {
 }
 
 Test(cuda_matmul, transposed_sliced_and_strided_views) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++) {
     eng_dtype_t dt = FLOATS[d];
     /* transpose flags, no copies */
@@ -149,7 +102,7 @@ Test(cuda_matmul, transposed_sliced_and_strided_views) {
 }
 
 Test(cuda_matmul, batched_with_broadcast) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++) {
     eng_dtype_t dt = FLOATS[d];
     check_matmul(RAND_PAIR(dt, 30, 3, 5, 7, 9), RAND_PAIR(dt, 31, 9, 11), "shared b (folded into rows)");
@@ -170,7 +123,7 @@ Test(cuda_matmul, batched_with_broadcast) {
 }
 
 Test(cuda_matmul, one_dimensional_operands) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++) {
     eng_dtype_t dt = FLOATS[d];
     check_matmul(RAND_PAIR(dt, 50, 1023), RAND_PAIR(dt, 51, 1023, 7), "vector @ matrix");
@@ -186,7 +139,7 @@ Test(cuda_matmul, one_dimensional_operands) {
 }
 
 Test(cuda_matmul, empty_products) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++) {
     eng_dtype_t dt = FLOATS[d];
     check_matmul(RAND_PAIR(dt, 70, 4, 0), RAND_PAIR(dt, 71, 0, 5), "k = 0 gives zeros");
@@ -200,7 +153,7 @@ Test(cuda_matmul, empty_products) {
 static const char *const ACT_NAMES[] = {"none", "relu", "gelu"};
 
 Test(cuda_linear, activations_bias_and_dtypes) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++)
     for (int act = 0; act < ENG_ACT_COUNT; act++)
       for (int has_b = 0; has_b < 2; has_b++) {
@@ -214,7 +167,7 @@ Test(cuda_linear, activations_bias_and_dtypes) {
 }
 
 Test(cuda_linear, odd_sizes_and_shapes) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   static const int64_t RKN[][3] = {{1, 7, 1}, {7, 1023, 9}, {1023, 1, 7}, {5, 4097, 7}, {1, 7, 4097}};
   for (int d = 0; d < N_FLOATS; d++) {
     eng_dtype_t dt = FLOATS[d];
@@ -234,7 +187,7 @@ Test(cuda_linear, odd_sizes_and_shapes) {
 }
 
 Test(cuda_linear, views_and_alignment) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++) {
     eng_dtype_t dt = FLOATS[d];
     check_linear(transpose_pair(RAND_PAIR(dt, 150, 64, 33), 0, 1), RAND_PAIR(dt, 151, 17, 64),
@@ -257,7 +210,7 @@ Test(cuda_linear, views_and_alignment) {
 }
 
 Test(cuda_linear, empty_inner_dim_gives_act_of_bias) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int d = 0; d < N_FLOATS; d++)
     for (int act = 0; act < ENG_ACT_COUNT; act++) {
       eng_dtype_t dt = FLOATS[d];
@@ -272,15 +225,15 @@ Test(cuda_linear, empty_inner_dim_gives_act_of_bias) {
 
 /* The typed functions promote and run on the GPU, and repeated calls (the cached plan) agree. */
 Test(cuda_linear, typed_function_and_plan_reuse) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   pair_t x = RAND_PAIR(ENG_BF16, 180, 4, 512), w = RAND_PAIR(ENG_BF16, 181, 512, 512),
          b = RAND_PAIR(ENG_BF16, 182, 512);
   eng_tensor_t *ref = NULL;
-  T_OK(eng_op_linear(x.cpu, w.cpu, b.cpu, ENG_ACT_GELU_TANH, &ref));
+  T_OK(eng_op_linear(x.c, w.c, b.c, ENG_ACT_GELU_TANH, &ref));
   double *rv = t_values(ref);
   for (int rep = 0; rep < 3; rep++) {
     eng_tensor_t *y = NULL;
-    T_OK(eng_op_linear(x.gpu, w.gpu, b.gpu, ENG_ACT_GELU_TANH, &y));
+    T_OK(eng_op_linear(x.g, w.g, b.g, ENG_ACT_GELU_TANH, &y));
     cr_assert(eng_tensor_device(y).type == ENG_DEV_CUDA, "the result stays on the GPU");
     double err = t_rel_err(y, rv, eng_tensor_numel(ref));
     cr_assert(err <= 1e-2, "repeat %d: rel err %g", rep, err);
@@ -288,20 +241,20 @@ Test(cuda_linear, typed_function_and_plan_reuse) {
   }
   free(rv);
   eng_tensor_release(ref);
-  release_pair(x);
-  release_pair(w);
-  release_pair(b);
+  pair_release(x);
+  pair_release(w);
+  pair_release(b);
 }
 
 /* Captured ops may not synchronise; the plan for this shape is built during the capture. */
 Test(cuda_linear, captured_in_a_graph) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   pair_t warm_x = RAND_PAIR(ENG_F32, 190, 3, 8), warm_w = RAND_PAIR(ENG_F32, 191, 5, 8);
   eng_tensor_t *warm = NULL; /* creates the handle before the capture */
-  T_OK(eng_op_linear(warm_x.gpu, warm_w.gpu, NULL, ENG_ACT_NONE, &warm));
+  T_OK(eng_op_linear(warm_x.g, warm_w.g, NULL, ENG_ACT_NONE, &warm));
   eng_tensor_release(warm);
-  release_pair(warm_x);
-  release_pair(warm_w);
+  pair_release(warm_x);
+  pair_release(warm_w);
 
   pair_t x = RAND_PAIR(ENG_BF16, 192, 4, 512), w = RAND_PAIR(ENG_BF16, 193, 512, 512),
          b = RAND_PAIR(ENG_BF16, 194, 512), a = RAND_PAIR(ENG_F32, 195, 6, 7, 9),
@@ -309,14 +262,14 @@ Test(cuda_linear, captured_in_a_graph) {
   eng_cuda_graph_t *graph = NULL;
   eng_tensor_t *y = NULL, *z = NULL, *y_ref = NULL, *z_ref = NULL;
   T_OK(eng_cuda_graph_begin(0, &graph));
-  eng_status_t st1 = eng_op_linear(x.gpu, w.gpu, b.gpu, ENG_ACT_RELU, &y);
-  eng_status_t st2 = eng_op_matmul(a.gpu, c.gpu, &z);
+  eng_status_t st1 = eng_op_linear(x.g, w.g, b.g, ENG_ACT_RELU, &y);
+  eng_status_t st2 = eng_op_matmul(a.g, c.g, &z);
   T_OK(eng_cuda_graph_end(&graph));
   cr_assert(st1 == ENG_OK && st2 == ENG_OK, "ops during capture failed: %s", eng_last_error());
   T_OK(eng_cuda_graph_replay(graph));
   T_OK(eng_cuda_synchronize(0));
-  T_OK(eng_op_linear(x.cpu, w.cpu, b.cpu, ENG_ACT_RELU, &y_ref));
-  T_OK(eng_op_matmul(a.cpu, c.cpu, &z_ref));
+  T_OK(eng_op_linear(x.c, w.c, b.c, ENG_ACT_RELU, &y_ref));
+  T_OK(eng_op_matmul(a.c, c.c, &z_ref));
   double *yv = t_values(y_ref), *zv = t_values(z_ref);
   double ey = t_rel_err(y, yv, eng_tensor_numel(y_ref)), ez = t_rel_err(z, zv, eng_tensor_numel(z_ref));
   cr_assert(ey <= 1e-2 && ez <= 1e-5, "replayed graph: linear rel err %g, matmul rel err %g", ey, ez);
@@ -327,17 +280,17 @@ Test(cuda_linear, captured_in_a_graph) {
   eng_tensor_release(y_ref);
   eng_tensor_release(z_ref);
   eng_cuda_graph_free(graph);
-  release_pair(x);
-  release_pair(w);
-  release_pair(b);
-  release_pair(a);
-  release_pair(c);
+  pair_release(x);
+  pair_release(w);
+  pair_release(b);
+  pair_release(a);
+  pair_release(c);
 }
 
 /* Products of at least 2^33 flops are autotuned once per shape (blaslt.c times the top
  * candidates): the tuned plan must still compute the product, on its first call and after. */
 Test(cuda_matmul, autotuned_large_products) {
-  need_gpu();
+  SKIP_WITHOUT_GPU();
   for (int rep = 0; rep < 2; rep++) {
     check_matmul(RAND_PAIR(ENG_BF16, 90 + rep, 2048, 1024), RAND_PAIR(ENG_BF16, 92 + rep, 1024, 2048),
                  rep ? "bf16 2048x1024x2048, tuned plan" : "bf16 2048x1024x2048, first call (tunes)");
