@@ -32,7 +32,7 @@
 #include "ops/ops_internal.h"
 #include "support.h"
 
-enum { MAX_IN = 4, MAX_T = 8, MAX_ND = 4, MAX_REPORT = 12 };
+enum { MAX_IN = 10, MAX_T = 8, MAX_ND = 4, MAX_REPORT = 12 };
 
 /* Shape entries: N is the size under test; an input whose shape is {NONE} is left out (NULL);
  * a shape of all zeros is 0-d. */
@@ -56,6 +56,8 @@ enum {
   K_INDEX,       /* integers in [0, limit) */
   K_TARGET,      /* like K_INDEX, an eighth of them the ignore_index -100 */
   K_COND,        /* u8 0 or 1 */
+  K_ACC_ANY,     /* like K_ANY in f32, f64 when the case is f64 (optimizer moments) */
+  K_ACC_POS,     /* like K_POS, the same dtypes */
 };
 
 enum { CHK_TOL, CHK_EXACT, CHK_RNG };
@@ -97,8 +99,10 @@ typedef struct {
   unsigned layouts;    /* bit per LAY_* */
   int check;
   int preset_out; /* the op writes into a given output (copy, fill): the layout applies to it too */
+  int inplace;    /* the op writes its inputs and makes no output (adamw_, scale_): all inputs are
+                   * compared after it */
   int lim_in, lim_dim;
-  double f[4];
+  double f[6];
   int flags;
   void (*prep)(eng_op_attrs_t *a, int64_t n); /* attrs that depend on N */
   tmpl_t t[MAX_T];
@@ -264,6 +268,84 @@ static const line_t lines[] = {
      .f = {0.5, 2}, .t = {CREATE_T}},
     {.op = "randint", .n_in = 0, .dtypes = ALL_DT, .layouts = L_CONTIG, .check = CHK_RNG,
      .f = {0, 200}, .t = {CREATE_T}},
+    /* backward kernels and the fused add + rms_norm: the table compares the first output (gx,
+     * glogits, y); tests/test_cuda_norm_backward.c checks the others (gw, gb, residual_out) */
+    {.op = "softmax_backward", .n_in = 2, .kind = {K_ANY, K_ANY}, .dtypes = FLOATS,
+     .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{N}, {N}}, .ai = {0, 0}, .nai = 2), T(.s = {{3, N}, {3, N}}, .ai = {1, 1}, .nai = 2),
+           T(.s = {{N, 5}, {N, 5}}, .ai = {0, 0}, .nai = 2),
+           T(.s = {{2, N, 3}, {2, N, 3}}, .ai = {1, 1}, .nai = 2),
+           T(.s = {{33, N}, {33, N}}, .ai = {1, 0}, .nai = 2), T(.s = {{0}, {0}}, .ai = {0, 1}, .nai = 2)}},
+    {.op = "rms_norm_backward", .n_in = 3, .kind = {K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
+     .layouts = L_ALL, .check = CHK_TOL, .f = {1e-6},
+     .t = {T(.s = {{N}, {N}, {N}}), T(.s = {{3, N}, {3, N}, {N}}), T(.s = {{N, 5}, {N, 5}, {5}}),
+           T(.s = {{3, N}, {3, N}, {NONE}}), T(.s = {{2, 3, N}, {2, 3, N}, {N}}),
+           T(.s = {{33, N}, {33, N}, {N}})}},
+    {.op = "layer_norm_backward", .n_in = 4, .kind = {K_ANY, K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
+     .layouts = L_VARYING_ROWS, .check = CHK_TOL, .f = {1e-5},
+     .t = {T(.s = {{N}, {N}, {N}, {N}}), T(.s = {{3, N}, {3, N}, {N}, {N}}),
+           T(.s = {{N, 5}, {N, 5}, {5}, {5}}), T(.s = {{3, N}, {3, N}, {NONE}, {NONE}}),
+           T(.s = {{2, 3, N}, {2, 3, N}, {N}, {NONE}}), T(.s = {{33, N}, {33, N}, {N}, {N}})}},
+    {.op = "cross_entropy_backward", .n_in = 3, .kind = {K_ANY, K_TARGET, K_POS}, .dtypes = FLOATS,
+     .layouts = L_ALL, .check = CHK_TOL, .lim_in = 0, .lim_dim = LIM_LAST,
+     .t = {T(.s = {{N, 5}, {N}, {0}}, .ai = {-100}, .nai = 1),
+           T(.s = {{3, N}, {3}, {0}}, .ai = {-100}, .nai = 1),
+           T(.s = {{2, 3, N}, {2, 3}, {0}}, .ai = {-100}, .nai = 1),
+           T(.s = {{N, 256}, {N}, {0}}, .ai = {-100}, .nai = 1)}},
+    {.op = "add_rms_norm", .n_in = 3, .kind = {K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
+     .layouts = L_ALL, .check = CHK_TOL, .f = {1e-6},
+     .t = {T(.s = {{N}, {N}, {N}}), T(.s = {{3, N}, {3, N}, {N}}), T(.s = {{N, 5}, {NONE}, {5}}),
+           T(.s = {{3, N}, {3, N}, {NONE}}), T(.s = {{2, 3, N}, {2, 3, N}, {N}}),
+           T(.s = {{33, N}, {33, N}, {N}})}},
+    /* opt: scatters (float sums: CUDA adds atomically, in varying order) and optimizer ops */
+    {.op = "index_add", .n_in = 3, .kind = {K_ANY, K_INDEX, K_ANY}, .dtypes = FLOATS | SINTS,
+     .layouts = L_ALL, .check = CHK_TOL, .lim_in = 0, .lim_dim = LIM_ATTR,
+     .t = {T(.s = {{N, 5}, {9}, {9, 5}}, .ai = {0}, .nai = 1),
+           T(.s = {{3, N}, {N}, {3, N}}, .ai = {1}, .nai = 1),
+           T(.s = {{11, 7}, {N}, {N, 7}}, .ai = {0}, .nai = 1),
+           T(.s = {{4, 6, N}, {5}, {4, 5, N}}, .ai = {1}, .nai = 1)}},
+    {.op = "scatter_add", .n_in = 3, .kind = {K_ANY, K_INDEX, K_ANY}, .dtypes = FLOATS | SINTS,
+     .layouts = L_ALL, .check = CHK_TOL, .lim_in = 0, .lim_dim = LIM_ATTR,
+     .t = {T(.s = {{N, 5}, {7, 5}, {7, 5}}, .ai = {0}, .nai = 1),
+           T(.s = {{3, N}, {3, 4}, {3, 6}}, .ai = {1}, .nai = 1),
+           T(.s = {{4, N}, {2, N}, {2, N}}, .ai = {0}, .nai = 1),
+           T(.s = {{2, 3, N}, {2, 3, 5}, {2, 3, 5}}, .ai = {2}, .nai = 1),
+           T(.s = {{5, 3}, {N, 3}, {N, 3}}, .ai = {0}, .nai = 1)}},
+    /* adamw_: params, grads, exp_avg, exp_avg_sq; lr, betas, eps, weight decay; step 3 */
+    {.op = "adamw_", .n_in = 4, .kind = {K_ANY, K_ANY, K_ACC_ANY, K_ACC_POS}, .dtypes = FLOATS,
+     .layouts = L_CONTIG, .check = CHK_TOL, .inplace = 1, .f = {1e-2, 0.9, 0.95, 1e-8, 0.1},
+     .t = {T(.s = {{N}, {N}, {N}, {N}}, .ai = {3}, .nai = 1),
+           T(.s = {{33, N}, {33, N}, {33, N}, {33, N}}, .ai = {3}, .nai = 1),
+           T(.s = {{3, N}, {3, N}, {3, N}, {3, N}}, .kind = {0, K_F32}, .ai = {1}, .nai = 1),
+           T(.s = {{0}, {0}, {0}, {0}}, .ai = {7}, .nai = 1)}},
+    {.op = "sum_squares", .n_in = 3, .kind = {K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
+     .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{N}, {3, N}, {5}}), T(.s = {{33, N}, {N, 2}, {0}}),
+           T(.s = {{N, 7}, {1}, {2, 3, N}})}},
+    /* scale_: two tensors, then the scale (always f32) */
+    {.op = "scale_", .n_in = 3, .kind = {K_ANY, K_ANY, K_F32}, .dtypes = FLOATS,
+     .layouts = L_CONTIG, .check = CHK_TOL, .inplace = 1,
+     .t = {T(.s = {{N}, {3, N}, {0}}), T(.s = {{33, N}, {0}, {0}})}},
+    /* e88: in q, k, v, decay, g, S0 (f32 states), T = N; the table compares y. decay in [0.5, 2):
+     * the tanh keeps the state bounded. e88_backward (in ... ckpt, dy, dS_T; a random ckpt is as
+     * good an input as any): the table compares dq. tests/test_cuda_e88.c checks the rest. */
+    {.op = "e88", .n_in = 6, .kind = {K_ANY, K_ANY, K_ANY, K_BASE, K_ANY, K_F32},
+     .dtypes = DT(F32) | DT(F16) | DT(BF16), .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{2, N, 3, 16}, {2, N, 3, 16}, {2, N, 3, 16}, {2, N, 3}, {2, N, 3, 16},
+                   {2, 3, 16, 16}}),
+           T(.s = {{1, N, 2, 32}, {1, N, 2, 32}, {1, N, 2, 32}, {1, N, 2}, {NONE}, {NONE}}),
+           T(.s = {{1, N, 2, 64}, {1, N, 2, 64}, {1, N, 2, 8}, {1, N, 2}, {1, N, 2, 8},
+                   {1, 2, 64, 8}})}},
+    {.op = "e88_backward", .n_in = 9,
+     .kind = {K_ANY, K_ANY, K_ANY, K_BASE, K_ANY, K_F32, K_F32, K_ANY, K_F32},
+     .dtypes = DT(F32) | DT(F16) | DT(BF16), .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{2, 20, 3, 16}, {2, 20, 3, 16}, {2, 20, 3, 16}, {2, 20, 3}, {2, 20, 3, 16},
+                   {2, 3, 16, 16}, {2, 3, 2, 256}, {2, 20, 3, 16}, {2, 3, 16, 16}}),
+           T(.s = {{1, 1, 2, 32}, {1, 1, 2, 32}, {1, 1, 2, 32}, {1, 1, 2}, {NONE}, {NONE},
+                   {1, 2, 1, 1024}, {1, 1, 2, 32}, {NONE}}),
+           T(.s = {{1, 33, 2, 32}, {1, 33, 2, 32}, {1, 33, 2, 32}, {1, 33, 2}, {1, 33, 2, 32},
+                   {NONE}, {1, 2, 5, 1024}, {1, 33, 2, 32}, {1, 2, 32, 32}},
+             .ai = {8}, .nai = 1)}},
 };
 #define N_LINES ((int)(sizeof lines / sizeof lines[0]))
 
@@ -324,6 +406,8 @@ static eng_dtype_t dtype_of(const case_t *c, int k) {
   case K_INDEX:
   case K_TARGET: return c->si % 2 ? ENG_I32 : ENG_I64;
   case K_COND: return ENG_U8;
+  case K_ACC_ANY:
+  case K_ACC_POS: return c->dt == ENG_F64 ? ENG_F64 : ENG_F32;
   case K_F32: return ENG_F32;
   default: return c->dt;
   }
@@ -407,7 +491,8 @@ static double value_of(int kind, eng_dtype_t dt, double u, int64_t limit) {
   int is_int = !eng_dtype_is_float(dt), is_u8 = dt == ENG_U8;
   double v, w;
   switch (kind) {
-  case K_POS: return is_int ? 1 + floor(49 * u) : 0.1 + 3.9 * u;
+  case K_POS:
+  case K_ACC_POS: return is_int ? 1 + floor(49 * u) : 0.1 + 3.9 * u;
   case K_NONZERO:
     w = 2 * u;
     v = w - floor(w);
@@ -640,6 +725,8 @@ static eng_status_t dispatch(const case_t *c, side_t *s, eng_device_t dev) {
   call.out[0] = s->out;
   eng_status_t st = eng_op_dispatch(&call);
   if (!st && !s->out) s->made = call.out[0];
+  /* ops with several outputs (the backward kernels): the table compares the first */
+  for (int k = 1; !st && k < call.n_out; k++) eng_tensor_release(call.out[k]);
   return st;
 }
 
@@ -649,7 +736,10 @@ static eng_status_t make_gpu_side(const case_t *c, const side_t *cpu, const eng_
   eng_status_t st;
   for (int k = 0; k < c->L->n_in; k++) {
     if (!cpu->base[k]) continue;
-    if ((st = eng_tensor_to_device(cpu->base[k], dev, &g->base[k]))) return st;
+    /* an in-place op on the CPU standing in for the GPU needs its own copy of the inputs */
+    st = c->L->inplace && dev.type == ENG_DEV_CPU ? eng_tensor_clone(cpu->base[k], &g->base[k])
+                                                  : eng_tensor_to_device(cpu->base[k], dev, &g->base[k]);
+    if (st) return st;
     if (cpu->in[k] == cpu->base[k]) {
       eng_tensor_retain(g->base[k]);
       g->in[k] = g->base[k];
@@ -666,7 +756,7 @@ static eng_status_t make_gpu_side(const case_t *c, const side_t *cpu, const eng_
     } else {
       g->out = layout_view(g->obase, c->lay, c->oshape, c->ond);
     }
-  } else if (!c->fresh) {
+  } else if (!c->fresh && !c->L->inplace) {
     if ((st = make_poisoned(ref->shape, ref->ndim, ref->dtype, dev, &g->out))) return st;
   }
   return ENG_OK;
@@ -678,7 +768,54 @@ static eng_status_t make_gpu_side(const case_t *c, const side_t *cpu, const eng_
 typedef enum { MODE_CUDA, MODE_REF_ONLY, MODE_CPU_SELF } mode_t_;
 
 /* Runs one case: 1 passed, 0 failed (why says how), -1 not a case (the layout changes nothing). */
+/* An in-place op (adamw_, scale_): both sides start from the same inputs, and every input is
+ * compared after the op (those it only reads too). Results as run_case. */
+static int run_inplace_case(const case_t *c, mode_t_ mode, char *why, size_t nwhy) {
+  side_t cpu = {0}, gpu = {0};
+  eng_tensor_t *got = NULL;
+  eng_device_t dev = mode == MODE_CUDA ? (eng_device_t){ENG_DEV_CUDA, 0} : ENG_CPU_DEVICE;
+  const char *dev_name = mode == MODE_CUDA ? "cuda" : "cpu (standing in for cuda)";
+  int result = 0;
+  if (!make_cpu_side(c, &cpu) && c->lay != LAY_CONTIG) {
+    result = -1;
+    goto done;
+  }
+  if (mode != MODE_REF_ONLY && make_gpu_side(c, &cpu, NULL, dev, &gpu)) {
+    snprintf(why, nwhy, "setting up the %s inputs failed: %s", dev_name, eng_last_error());
+    goto done;
+  }
+  if (dispatch(c, &cpu, ENG_CPU_DEVICE)) {
+    snprintf(why, nwhy, "the CPU reference failed (a bad table line?): %s", eng_last_error());
+    goto done;
+  }
+  result = 1;
+  if (mode == MODE_REF_ONLY) goto done;
+  if (dispatch(c, &gpu, dev)) {
+    snprintf(why, nwhy, "on %s: %s", dev_name, eng_last_error());
+    result = 0;
+    goto done;
+  }
+  for (int k = 0; result && k < c->L->n_in; k++) {
+    if (!cpu.base[k]) continue;
+    char inner[640];
+    if (eng_tensor_to_device(gpu.base[k], ENG_CPU_DEVICE, &got)) {
+      snprintf(why, nwhy, "copying input %d back failed: %s", k, eng_last_error());
+      result = 0;
+    } else if (!compare(c, cpu.base[k], got, case_tol(c, cpu.base[k]->dtype), inner, sizeof inner)) {
+      snprintf(why, nwhy, "input %d after the op: %s", k, inner);
+      result = 0;
+    }
+    eng_tensor_release(got);
+    got = NULL;
+  }
+done:
+  side_release(&cpu);
+  side_release(&gpu);
+  return result;
+}
+
 static int run_case(const case_t *c, mode_t_ mode, char *why, size_t nwhy) {
+  if (c->L->inplace) return run_inplace_case(c, mode, why, nwhy);
   side_t cpu = {0}, gpu = {0};
   eng_tensor_t *got = NULL;
   eng_device_t dev = mode == MODE_CUDA ? (eng_device_t){ENG_DEV_CUDA, 0} : ENG_CPU_DEVICE;
@@ -746,7 +883,8 @@ static void run_line(const line_t *L, eng_op_id_t id, mode_t_ mode, int *passed,
           for (int lay = 0; lay < LAY_COUNT; lay++) {
             if (!(L->layouts & (1u << lay))) continue;
             /* contiguous cases also run with the output made by dispatch */
-            int nfresh = lay == LAY_CONTIG && !L->preset_out && mode != MODE_REF_ONLY ? 2 : 1;
+            int nfresh =
+                lay == LAY_CONTIG && !L->preset_out && !L->inplace && mode != MODE_REF_ONLY ? 2 : 1;
             for (int fresh = 0; fresh < nfresh; fresh++) {
               case_t c = {.L = L, .id = id, .tp = tp, .ti = ti, .si = si, .n = SIZES[si],
                           .dt = (eng_dtype_t)dt, .odt = (eng_dtype_t)odt, .lay = lay,

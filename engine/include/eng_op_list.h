@@ -62,3 +62,25 @@ ENG_OP(EYE, "eye")
 ENG_OP(RAND, "rand")
 ENG_OP(RANDN, "randn")
 ENG_OP(RANDINT, "randint")
+/* backward kernels (their inputs are gradients and saved forward values), and the fused
+ * residual add + rms_norm forward */
+ENG_OP(SOFTMAX_BACKWARD, "softmax_backward")
+ENG_OP(RMS_NORM_BACKWARD, "rms_norm_backward")
+ENG_OP(LAYER_NORM_BACKWARD, "layer_norm_backward")
+ENG_OP(CROSS_ENTROPY_BACKWARD, "cross_entropy_backward")
+ENG_OP(ADD_RMS_NORM, "add_rms_norm")
+/* E-series: e1, e23 (forward ops also return what their backward needs) */
+ENG_OP(E1, "e1")
+ENG_OP(E1_BACKWARD, "e1_backward")
+ENG_OP(E23, "e23")
+ENG_OP(E23_BACKWARD, "e23_backward")
+/* E-series: e88 */
+ENG_OP(E88, "e88")
+ENG_OP(E88_BACKWARD, "e88_backward")
+/* opt: scatters (the gradients of indexing) and optimizer ops (adamw_ and scale_ write their
+ * inputs in place) */
+ENG_OP(INDEX_ADD, "index_add")
+ENG_OP(SCATTER_ADD, "scatter_add")
+ENG_OP(ADAMW, "adamw_")
+ENG_OP(SUM_SQUARES, "sum_squares")
+ENG_OP(SCALE, "scale_")

@@ -22,12 +22,12 @@ typedef enum {
 
 typedef enum { ENG_BACKEND_CPU = 0, ENG_BACKEND_CUDA, ENG_BACKEND_COUNT } eng_backend_t;
 
-#define ENG_OP_MAX_OUT 4
+#define ENG_OP_MAX_OUT 6 /* e23_backward returns six gradients */
 #define ENG_OP_MAX_INTS 16
 
 /* Op parameters: which slot means what is documented at each op's entry in registry.c. */
 typedef struct {
-  double f[4];
+  double f[6];
   int64_t i[ENG_OP_MAX_INTS];
   int ni;
   int flags;
@@ -63,6 +63,8 @@ typedef eng_status_t (*eng_op_kernel_fn)(const eng_op_call_t *call);
 #define ENG_OPDEF_CROSS_DEVICE 1
 /* The kernels write strided outputs (copy, fill): a preset output need not be contiguous. */
 #define ENG_OPDEF_STRIDED_OUT 2
+/* The op writes its inputs in place and makes no outputs (adamw_, scale_): n_out is 0. */
+#define ENG_OPDEF_INPLACE 4
 
 typedef struct {
   const char *name;
@@ -71,7 +73,8 @@ typedef struct {
   int flags;         /* ENG_OPDEF_* */
   eng_op_infer_fn infer;
   eng_op_kernel_fn kernel[ENG_BACKEND_COUNT];
-  void *backward;    /* reserved for the autograd layer */
+  /* How gradients flow back (engine/src/autograd); NULL: not differentiable. */
+  const struct eng_backward_def *backward;
 } eng_op_def_t;
 
 const eng_op_def_t *eng_op_def(eng_op_id_t id);

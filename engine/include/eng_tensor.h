@@ -20,6 +20,9 @@ typedef struct eng_storage {
   /* How the memory is given back: NULL for memory the storage does not own (a wrapped buffer). */
   void (*free_fn)(void *ctx, void *data, size_t nbytes, eng_device_t device);
   void *free_ctx;
+  /* Bumped by every in-place write to any view of it (eng_tensor_bump_version); autograd checks
+   * the tensors it saved against it. */
+  uint32_t version;
 } eng_storage_t;
 
 typedef struct eng_tensor {
@@ -30,8 +33,7 @@ typedef struct eng_tensor {
   int64_t stride[ENG_MAX_DIMS];
   int64_t offset; /* in elements, into storage */
   eng_storage_t *storage;
-  uint32_t version;   /* bumped by in-place writes (autograd checks saved tensors against it) */
-  void *autograd;     /* owned by the autograd layer; NULL when the tensor needs no grad */
+  void *autograd;     /* owned by the autograd layer (eng_autograd.h); NULL when it has no state */
 } eng_tensor_t;
 
 /* ---- storage ---- */
@@ -85,7 +87,7 @@ eng_status_t eng_tensor_wrap(void *data, eng_dtype_t dt, const int64_t *shape, i
 
 /* ---- copies and conversion ---- */
 /* Copies src into dst elementwise (shapes must match, or src broadcast to dst; dtypes converted).
- * Bumps dst's version. */
+ * Bumps dst's storage version. */
 eng_status_t eng_tensor_copy_(eng_tensor_t *dst, const eng_tensor_t *src);
 eng_status_t eng_tensor_clone(const eng_tensor_t *t, eng_tensor_t **out);
 /* Returns t itself (one more reference) when already contiguous, else a contiguous copy. */

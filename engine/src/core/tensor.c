@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/tensor_internal.h"
+#include "eng_autograd.h"
 
 eng_status_t eng_shape_check(const char *op, const int64_t *shape, int ndim) {
   char sb[ENG_SHAPE_BUF];
@@ -130,6 +131,7 @@ void eng_tensor_retain(eng_tensor_t *t) { __atomic_fetch_add(&t->refcount, 1, __
 
 void eng_tensor_release(eng_tensor_t *t) {
   if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  eng_autograd_release(t);
   eng_storage_release(t->storage);
   free(t);
 }

@@ -3,13 +3,14 @@
 #include <string.h>
 
 #include "core/tensor_internal.h"
+#include "eng_autograd.h"
 #include "eng_registry.h"
 
 eng_status_t eng_tensor_copy_(eng_tensor_t *dst, const eng_tensor_t *src) {
   eng_tensor_t *in[1] = {(eng_tensor_t *)src};
   eng_op_call_t call = {.id = ENG_OP_COPY, .n_in = 1, .in = in, .n_out = 1, .out = {dst}};
   eng_status_t st = eng_op_dispatch(&call);
-  if (!st) dst->version++;
+  if (!st) eng_tensor_bump_version(dst);
   return st;
 }
 
@@ -56,7 +57,7 @@ eng_status_t eng_tensor_fill_(eng_tensor_t *t, double value) {
   eng_op_call_t call = {.id = ENG_OP_FILL, .n_out = 1, .out = {t}};
   call.attrs.f[0] = value;
   eng_status_t st = eng_op_dispatch(&call);
-  if (!st) t->version++;
+  if (!st) eng_tensor_bump_version(t);
   return st;
 }
 
@@ -101,7 +102,7 @@ eng_status_t eng_tensor_set(eng_tensor_t *t, const int64_t *idx, double value) {
   if (st) return st;
   if (t->storage->device.type == ENG_DEV_CPU) {
     eng_store_f64(t->storage->data, t->dtype, off, value);
-    t->version++;
+    eng_tensor_bump_version(t);
     return ENG_OK;
   }
   eng_tensor_t *elem, *src;
@@ -113,7 +114,7 @@ eng_status_t eng_tensor_set(eng_tensor_t *t, const int64_t *idx, double value) {
     eng_tensor_release(src);
   }
   eng_tensor_release(elem);
-  if (!st) t->version++;
+  if (!st) eng_tensor_bump_version(t);
   return st;
 }
 

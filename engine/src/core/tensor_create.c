@@ -109,7 +109,6 @@ eng_status_t eng_tensor_from_f64(const double *values, const int64_t *shape, int
     eng_tensor_release(t);
     return st;
   }
-  t->version = 0;
   *out = t;
   return ENG_OK;
 }

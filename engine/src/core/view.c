@@ -3,7 +3,20 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "autograd/autograd_internal.h"
 #include "core/tensor_internal.h"
+
+/* Hands out a view, recording it for autograd when its base requires grad. */
+static eng_status_t recorded(eng_tensor_t *base, eng_status_t st, eng_tensor_t **out, eng_ag_view_kind_t kind,
+                             const int64_t *i, int ni) {
+  if (st || !eng_grad_enabled() || !eng_tensor_requires_grad(base)) return st;
+  st = eng_ag_record_view(base, *out, kind, i, ni);
+  if (st) {
+    eng_tensor_release(*out);
+    *out = NULL;
+  }
+  return st;
+}
 
 /* Fills shape from a requested one: at most one -1 (inferred), other sizes >= 0, same numel. */
 static eng_status_t resolve_shape(const char *op, const eng_tensor_t *t, const int64_t *req, int ndim,
@@ -77,21 +90,22 @@ eng_status_t eng_tensor_view(eng_tensor_t *t, const int64_t *shape, int ndim, en
                      eng_shape_str(sh, ndim, a, sizeof a), ENG_SHAPE_STR(t, b),
                      eng_shape_str(t->stride, t->ndim, c, sizeof c));
   }
-  return eng_tensor_alias(t, ndim, sh, st, t->offset, out);
+  return recorded(t, eng_tensor_alias(t, ndim, sh, st, t->offset, out), out, AG_VIEW_RESHAPE, NULL, 0);
 }
 
 eng_status_t eng_tensor_reshape(eng_tensor_t *t, const int64_t *shape, int ndim, eng_tensor_t **out) {
   int64_t sh[ENG_MAX_DIMS], st[ENG_MAX_DIMS];
   eng_status_t s = resolve_shape("reshape", t, shape, ndim, sh);
   if (s) return s;
-  if (view_strides(t, sh, ndim, st)) return eng_tensor_alias(t, ndim, sh, st, t->offset, out);
+  if (view_strides(t, sh, ndim, st))
+    return recorded(t, eng_tensor_alias(t, ndim, sh, st, t->offset, out), out, AG_VIEW_RESHAPE, NULL, 0);
   eng_tensor_t *c;
   s = eng_tensor_contiguous(t, &c);
   if (s) return s;
   eng_contiguous_strides(sh, ndim, st);
   s = eng_tensor_alias(c, ndim, sh, st, c->offset, out);
   eng_tensor_release(c);
-  return s;
+  return recorded(t, s, out, AG_VIEW_RESHAPE, NULL, 0);
 }
 
 eng_status_t eng_tensor_transpose(eng_tensor_t *t, int64_t d0, int64_t d1, eng_tensor_t **out) {
@@ -99,13 +113,14 @@ eng_status_t eng_tensor_transpose(eng_tensor_t *t, int64_t d0, int64_t d1, eng_t
   eng_status_t s = eng_dim_wrap("transpose", d0, t->ndim, &a);
   if (!s) s = eng_dim_wrap("transpose", d1, t->ndim, &b);
   if (s) return s;
-  int64_t sh[ENG_MAX_DIMS], st[ENG_MAX_DIMS];
+  int64_t sh[ENG_MAX_DIMS], st[ENG_MAX_DIMS], perm[ENG_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) {
     int from = d == a ? b : d == b ? a : d;
     sh[d] = t->shape[from];
     st[d] = t->stride[from];
+    perm[d] = from;
   }
-  return eng_tensor_alias(t, t->ndim, sh, st, t->offset, out);
+  return recorded(t, eng_tensor_alias(t, t->ndim, sh, st, t->offset, out), out, AG_VIEW_PERMUTE, perm, t->ndim);
 }
 
 eng_status_t eng_tensor_permute(eng_tensor_t *t, const int64_t *perm, int ndim, eng_tensor_t **out) {
@@ -113,7 +128,7 @@ eng_status_t eng_tensor_permute(eng_tensor_t *t, const int64_t *perm, int ndim, 
   if (ndim != t->ndim)
     return eng_error(ENG_ERR_SHAPE, "permute: %s has %d dims but the tensor has %d",
                      eng_shape_str(perm, ndim, pb, sizeof pb), ndim, t->ndim);
-  int64_t sh[ENG_MAX_DIMS], st[ENG_MAX_DIMS];
+  int64_t sh[ENG_MAX_DIMS], st[ENG_MAX_DIMS], order[ENG_MAX_DIMS];
   int seen[ENG_MAX_DIMS] = {0};
   for (int d = 0; d < ndim; d++) {
     int from;
@@ -124,8 +139,9 @@ eng_status_t eng_tensor_permute(eng_tensor_t *t, const int64_t *perm, int ndim, 
                        eng_shape_str(perm, ndim, pb, sizeof pb), ndim);
     sh[d] = t->shape[from];
     st[d] = t->stride[from];
+    order[d] = from;
   }
-  return eng_tensor_alias(t, ndim, sh, st, t->offset, out);
+  return recorded(t, eng_tensor_alias(t, ndim, sh, st, t->offset, out), out, AG_VIEW_PERMUTE, order, ndim);
 }
 
 /* t with dim d restricted to `len` elements from `start`, stepping `step`. */
@@ -138,7 +154,9 @@ static eng_status_t restrict_dim(eng_tensor_t *t, int d, int64_t start, int64_t 
   }
   sh[d] = len;
   st[d] = t->stride[d] * step;
-  return eng_tensor_alias(t, t->ndim, sh, st, t->offset + start * t->stride[d], out);
+  int64_t spec[4] = {d, start, len, step};
+  return recorded(t, eng_tensor_alias(t, t->ndim, sh, st, t->offset + start * t->stride[d], out), out,
+                  AG_VIEW_RESTRICT, spec, 4);
 }
 
 eng_status_t eng_tensor_narrow(eng_tensor_t *t, int64_t dim, int64_t start, int64_t length,
@@ -189,7 +207,9 @@ eng_status_t eng_tensor_select(eng_tensor_t *t, int64_t dim, int64_t index, eng_
     sh[n] = t->shape[k];
     st[n++] = t->stride[k];
   }
-  return eng_tensor_alias(t, n, sh, st, t->offset + i * t->stride[d], out);
+  int64_t spec[2] = {d, i};
+  return recorded(t, eng_tensor_alias(t, n, sh, st, t->offset + i * t->stride[d], out), out, AG_VIEW_SELECT,
+                  spec, 2);
 }
 
 eng_status_t eng_tensor_squeeze(eng_tensor_t *t, int64_t dim, int all, eng_tensor_t **out) {
@@ -205,7 +225,7 @@ eng_status_t eng_tensor_squeeze(eng_tensor_t *t, int64_t dim, int all, eng_tenso
     sh[n] = t->shape[k];
     st[n++] = t->stride[k];
   }
-  return eng_tensor_alias(t, n, sh, st, t->offset, out);
+  return recorded(t, eng_tensor_alias(t, n, sh, st, t->offset, out), out, AG_VIEW_RESHAPE, NULL, 0);
 }
 
 eng_status_t eng_tensor_unsqueeze(eng_tensor_t *t, int64_t dim, eng_tensor_t **out) {
@@ -227,7 +247,7 @@ eng_status_t eng_tensor_unsqueeze(eng_tensor_t *t, int64_t dim, eng_tensor_t **o
       st[k] = t->stride[n++];
     }
   }
-  return eng_tensor_alias(t, nd + 1, sh, st, t->offset, out);
+  return recorded(t, eng_tensor_alias(t, nd + 1, sh, st, t->offset, out), out, AG_VIEW_RESHAPE, NULL, 0);
 }
 
 eng_status_t eng_tensor_expand(eng_tensor_t *t, const int64_t *shape, int ndim, eng_tensor_t **out) {
@@ -263,7 +283,7 @@ eng_status_t eng_tensor_expand(eng_tensor_t *t, const int64_t *shape, int ndim, 
                        (long long)have);
     }
   }
-  return eng_tensor_alias(t, ndim, sh, st, t->offset, out);
+  return recorded(t, eng_tensor_alias(t, ndim, sh, st, t->offset, out), out, AG_VIEW_EXPAND, NULL, 0);
 }
 
 /* count views along dim d: piece k covers [k*piece, min((k+1)*piece, size)). */

@@ -93,9 +93,14 @@ void lt_open_create(lua_State *L, int engine);                /* create.c */
 void lt_open_methods(lua_State *L, int methods);              /* tensor_methods.c */
 void lt_open_functional(lua_State *L, int F, int methods);    /* functional.c */
 void lt_open_functional_nn(lua_State *L, int F, int methods); /* functional_nn.c */
+void lt_open_functional_optim(lua_State *L, int F);           /* functional_optim.c */
+void lt_open_inplace(lua_State *L, int methods);              /* inplace.c: t:add_ ... */
 void lt_open_io(lua_State *L, int engine);                    /* io.c */
+void lt_open_autograd(lua_State *L, int engine, int methods); /* autograd.c */
 void lt_open_cuda(lua_State *L, int engine);                  /* cuda.c */
 void lt_open_cuda_objects(lua_State *L, int cuda);            /* cuda_objects.c */
+void lt_open_data(lua_State *L, int engine);                  /* data.c: mapped files, rng state */
+void lt_open_profile(lua_State *L, int engine);               /* profile.c: the profiler */
 
 /* ---- engine.cuda helpers (cuda.c) ---- */
 /* Raises the runtime's message as it is (it starts with "cuda: "). */

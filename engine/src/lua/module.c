@@ -232,8 +232,13 @@ int luaopen_engine(lua_State *L) {
   lt_open_methods(L, methods);
   lt_open_functional(L, F, methods);
   lt_open_functional_nn(L, F, methods);
+  lt_open_functional_optim(L, F); /* index_add, scatter_add, adamw_, sum_squares, scale_ */
+  lt_open_inplace(L, methods);    /* t:add_, t:mul_, ... */
   lt_open_io(L, engine);
+  lt_open_autograd(L, engine, methods);
   lt_open_cuda(L, engine);
+  lt_open_data(L, engine); /* mapped token files and rng state (engine.data, engine.train) */
+  lt_open_profile(L, engine); /* the profiler's recorder (lua/engine/profile.lua builds on it) */
   static const char *const from_methods[] = {"split", "chunk", NULL};
   share(L, F, methods, from_methods);
   static const char *const top_level[] = {"cat", "stack", "where", "matmul", NULL};

@@ -63,6 +63,53 @@ eng_status_t eng_cpu_eye(const eng_op_call_t *call);
 eng_status_t eng_cpu_rand(const eng_op_call_t *call);
 eng_status_t eng_cpu_randn(const eng_op_call_t *call);
 eng_status_t eng_cpu_randint(const eng_op_call_t *call);
+/* backward kernels: norm_backward.c (softmax_backward: in gy, y; attrs i[0] dim, i[1] log.
+ * rms/layer_norm_backward: in gy, x, w[, b]; f[0] eps; outputs gx, then gw and gb when w and b
+ * are given), loss_backward.c (in logits, targets, gloss; i[0] ignore_index), add_rms_norm.c (in
+ * x, residual, w; f[0] eps; outputs y, residual_out) */
+eng_status_t eng_infer_softmax_backward(eng_op_call_t *call);
+eng_status_t eng_cpu_softmax_backward(const eng_op_call_t *call);
+eng_status_t eng_infer_norm_backward(eng_op_call_t *call);
+eng_status_t eng_cpu_rms_norm_backward(const eng_op_call_t *call);
+eng_status_t eng_cpu_layer_norm_backward(const eng_op_call_t *call);
+eng_status_t eng_infer_cross_entropy_backward(eng_op_call_t *call);
+eng_status_t eng_cpu_cross_entropy_backward(const eng_op_call_t *call);
+eng_status_t eng_infer_add_rms_norm(eng_op_call_t *call);
+eng_status_t eng_cpu_add_rms_norm(const eng_op_call_t *call);
+/* E-series: e1.c (e1: in xw, z, W_h, b, h0; out y, h_T, hs. e1_backward: in z, W_h, h0, hs, dy,
+ * dh_T; out dxw, dz, dW_h, db, dh0), e23.c (e23: in xw, W_h, W_write, b, h0, tape0; i[0]
+ * n_slots, i[1] checkpoint interval; out hs, h_T, tape_T, ckpt. e23_backward: in xw, W_h,
+ * W_write, b, h0, hs, ckpt, dhs, dh_T, dtape_T; i[0] checkpoint interval; out dxw, dW_h,
+ * dW_write, db, dh0, dtape0) */
+eng_status_t eng_infer_e1(eng_op_call_t *call);
+eng_status_t eng_cpu_e1(const eng_op_call_t *call);
+eng_status_t eng_infer_e1_backward(eng_op_call_t *call);
+eng_status_t eng_cpu_e1_backward(const eng_op_call_t *call);
+eng_status_t eng_infer_e23(eng_op_call_t *call);
+eng_status_t eng_cpu_e23(const eng_op_call_t *call);
+eng_status_t eng_infer_e23_backward(eng_op_call_t *call);
+eng_status_t eng_cpu_e23_backward(const eng_op_call_t *call);
+/* E-series: e88.c (e88: in q, k, v, decay, g, S0; out y, S_T, ckpt -- the first n_out.
+ * e88_backward: in q, k, v, decay, g, S0, ckpt, dy, dS_T; out dq, dk, dv, ddecay, dg, dS0.
+ * attrs: i[0] ckpt_every (0: 16), flags below) */
+#define ENG_ATTR_E88_NO_L2 1  /* e88: q and k are used as given */
+#define ENG_ATTR_E88_LINEAR 2 /* e88: no tanh on the state */
+eng_status_t eng_infer_e88(eng_op_call_t *call);
+eng_status_t eng_cpu_e88(const eng_op_call_t *call);
+eng_status_t eng_infer_e88_backward(eng_op_call_t *call);
+eng_status_t eng_cpu_e88_backward(const eng_op_call_t *call);
+/* opt: scatters (scatter.c: index_add, scatter_add: in base, index, src; i[0] dim) and the
+ * optimizer ops (optim.c; inputs and attrs in ops/optim.h) */
+eng_status_t eng_infer_index_add(eng_op_call_t *call);
+eng_status_t eng_cpu_index_add(const eng_op_call_t *call);
+eng_status_t eng_infer_scatter_add(eng_op_call_t *call);
+eng_status_t eng_cpu_scatter_add(const eng_op_call_t *call);
+eng_status_t eng_infer_adamw(eng_op_call_t *call);
+eng_status_t eng_cpu_adamw(const eng_op_call_t *call);
+eng_status_t eng_infer_sum_squares(eng_op_call_t *call);
+eng_status_t eng_cpu_sum_squares(const eng_op_call_t *call);
+eng_status_t eng_infer_scale(eng_op_call_t *call);
+eng_status_t eng_cpu_scale(const eng_op_call_t *call);
 
 
 /* CUDA backend adapters (engine/src/cuda/ops_*.c), present when the build has CUDA. Each family
@@ -91,6 +138,21 @@ eng_status_t eng_cuda_eye(const eng_op_call_t *call);
 eng_status_t eng_cuda_rand(const eng_op_call_t *call);
 eng_status_t eng_cuda_randn(const eng_op_call_t *call);
 eng_status_t eng_cuda_randint(const eng_op_call_t *call);
+/* E-series: e88 (ops_e88.c) */
+eng_status_t eng_cuda_e88(const eng_op_call_t *call);
+eng_status_t eng_cuda_e88_backward(const eng_op_call_t *call);
+/* backward kernels and add_rms_norm (ops_norm_backward.c) */
+eng_status_t eng_cuda_softmax_backward(const eng_op_call_t *call);
+eng_status_t eng_cuda_rms_norm_backward(const eng_op_call_t *call);
+eng_status_t eng_cuda_layer_norm_backward(const eng_op_call_t *call);
+eng_status_t eng_cuda_cross_entropy_backward(const eng_op_call_t *call);
+eng_status_t eng_cuda_add_rms_norm(const eng_op_call_t *call);
+/* opt: scatters and optimizer ops (ops_scatter.c, ops_optim.c) */
+eng_status_t eng_cuda_index_add(const eng_op_call_t *call);
+eng_status_t eng_cuda_scatter_add(const eng_op_call_t *call);
+eng_status_t eng_cuda_adamw(const eng_op_call_t *call);
+eng_status_t eng_cuda_sum_squares(const eng_op_call_t *call);
+eng_status_t eng_cuda_scale(const eng_op_call_t *call);
 #endif
 
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "eng_cuda.h"
+#include "autograd/autograd_internal.h"
 #include "eng_registry.h"
 #include "ops/ops_internal.h"
 
@@ -14,9 +15,11 @@
 #endif
 /* Until the CUDA backend lands, no op has a CUDA kernel: CUDA(...) entries are added per op then. */
 
-#define UNARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_unary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_unary, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_unary)}}
-#define BINARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 2, .infer = eng_infer_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_binary)}}
-#define REDUCE(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_reduce, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_reduce, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_reduce)}}
+#define UNARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_unary, .backward = &eng_bw_unary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_unary, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_unary)}}
+#define BINARY(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 2, .infer = eng_infer_binary, .backward = &eng_bw_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_binary)}}
+/* comparisons: u8 results, no gradient */
+#define COMPARE(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 2, .infer = eng_infer_binary, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_binary, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_binary)}}
+#define REDUCE(ID, doc_) [ENG_OP_##ID] = {.doc = doc_, .n_in = 1, .infer = eng_infer_reduce, .backward = &eng_bw_reduce, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_reduce, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_reduce)}}
 #define CREATE(ID, doc_, cpu, cuda) [ENG_OP_##ID] = {.doc = doc_, .n_in = 0, .infer = eng_infer_create, .kernel = {[ENG_BACKEND_CPU] = cpu, [ENG_BACKEND_CUDA] = CUDA(cuda)}}
 
 /* Attrs per op (see eng_op_attrs_t):
@@ -35,7 +38,9 @@
  *                   arange f[0] start, f[1] step, f[2] end, flags LINSPACE;
  *                   eye i[0] rows, i[1] cols (ni = 2);
  *                   rand f[0] low, f[1] high; randn f[0] mean, f[1] std; randint f[0] low, f[1] high;
- *                   random ops: u[0] seed, u[1] first Philox block */
+ *                   random ops: u[0] seed, u[1] first Philox block
+ *   index_add, scatter_add: inputs base, index, src; i[0] dim (normalised)
+ *   adamw_, sum_squares, scale_: see ops/optim.h */
 static eng_op_def_t defs[ENG_OP_COUNT] = {
     UNARY(NEG, "-x"),
     UNARY(ABS, "|x|"),
@@ -56,15 +61,15 @@ static eng_op_def_t defs[ENG_OP_COUNT] = {
     BINARY(POW, "a ^ b (broadcasting)"),
     BINARY(MAXIMUM, "elementwise max(a, b)"),
     BINARY(MINIMUM, "elementwise min(a, b)"),
-    BINARY(EQ, "a == b, as u8"),
-    BINARY(NE, "a ~= b, as u8"),
-    BINARY(LT, "a < b, as u8"),
-    BINARY(LE, "a <= b, as u8"),
-    BINARY(GT, "a > b, as u8"),
-    BINARY(GE, "a >= b, as u8"),
-    [ENG_OP_CLAMP] = {.doc = "clamp(x, lo, hi)", .n_in = 1, .infer = eng_infer_clamp,
+    COMPARE(EQ, "a == b, as u8"),
+    COMPARE(NE, "a ~= b, as u8"),
+    COMPARE(LT, "a < b, as u8"),
+    COMPARE(LE, "a <= b, as u8"),
+    COMPARE(GT, "a > b, as u8"),
+    COMPARE(GE, "a >= b, as u8"),
+    [ENG_OP_CLAMP] = {.doc = "clamp(x, lo, hi)", .n_in = 1, .backward = &eng_bw_clamp, .infer = eng_infer_clamp,
                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_clamp, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_clamp)}},
-    [ENG_OP_WHERE] = {.doc = "where(cond, a, b)", .n_in = 3, .infer = eng_infer_where,
+    [ENG_OP_WHERE] = {.doc = "where(cond, a, b)", .n_in = 3, .backward = &eng_bw_where, .infer = eng_infer_where,
                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_where, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_where)}},
     REDUCE(SUM, "sum over dims"),
     REDUCE(MEAN, "mean over dims"),
@@ -74,21 +79,21 @@ static eng_op_def_t defs[ENG_OP_COUNT] = {
     REDUCE(STD, "standard deviation over dims (correction 1 by default)"),
     [ENG_OP_ARGMAX] = {.doc = "index of the max along a dim", .n_in = 1, .infer = eng_infer_argmax,
                        .kernel = {[ENG_BACKEND_CPU] = eng_cpu_argmax, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_argmax)}},
-    [ENG_OP_SOFTMAX] = {.doc = "softmax along a dim", .n_in = 1, .infer = eng_infer_softmax,
+    [ENG_OP_SOFTMAX] = {.doc = "softmax along a dim", .n_in = 1, .backward = &eng_bw_softmax, .infer = eng_infer_softmax,
                         .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_softmax)}},
-    [ENG_OP_LOG_SOFTMAX] = {.doc = "log of softmax along a dim", .n_in = 1, .infer = eng_infer_softmax,
+    [ENG_OP_LOG_SOFTMAX] = {.doc = "log of softmax along a dim", .n_in = 1, .backward = &eng_bw_log_softmax, .infer = eng_infer_softmax,
                             .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_softmax)}},
-    [ENG_OP_LAYER_NORM] = {.doc = "layer norm over the last dim", .n_in = 3, .infer = eng_infer_norm,
+    [ENG_OP_LAYER_NORM] = {.doc = "layer norm over the last dim", .n_in = 3, .backward = &eng_bw_layer_norm, .infer = eng_infer_norm,
                            .kernel = {[ENG_BACKEND_CPU] = eng_cpu_layer_norm, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_layer_norm)}},
-    [ENG_OP_RMS_NORM] = {.doc = "RMS norm over the last dim", .n_in = 2, .infer = eng_infer_norm,
+    [ENG_OP_RMS_NORM] = {.doc = "RMS norm over the last dim", .n_in = 2, .backward = &eng_bw_rms_norm, .infer = eng_infer_norm,
                          .kernel = {[ENG_BACKEND_CPU] = eng_cpu_rms_norm, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_rms_norm)}},
     [ENG_OP_CROSS_ENTROPY] = {.doc = "mean cross-entropy of logits [...,C] against integer targets",
-                              .n_in = 2, .infer = eng_infer_cross_entropy,
+                              .n_in = 2, .backward = &eng_bw_cross_entropy, .infer = eng_infer_cross_entropy,
                               .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cross_entropy, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_cross_entropy)}},
     [ENG_OP_MATMUL] = {.doc = "matrix product (torch.matmul semantics)", .n_in = 2,
-                       .infer = eng_infer_matmul, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_matmul, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_matmul)}},
+                       .backward = &eng_bw_matmul, .infer = eng_infer_matmul, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_matmul, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_matmul)}},
     [ENG_OP_LINEAR] = {.doc = "act(x @ W^T + b); act none, relu or gelu (tanh approximation)", .n_in = 3,
-                       .infer = eng_infer_linear, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_linear, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_linear)}},
+                       .backward = &eng_bw_linear, .infer = eng_infer_linear, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_linear, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_linear)}},
     [ENG_OP_EMBEDDING] = {.doc = "rows of a table picked by integer ids", .n_in = 2,
                           .infer = eng_infer_embedding, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_embedding, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_embedding)}},
     [ENG_OP_INDEX_SELECT] = {.doc = "entries along a dim picked by a 1-D integer index", .n_in = 2,
@@ -96,10 +101,10 @@ static eng_op_def_t defs[ENG_OP_COUNT] = {
                              .kernel = {[ENG_BACKEND_CPU] = eng_cpu_index_select, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_index_select)}},
     [ENG_OP_GATHER] = {.doc = "torch.gather along a dim", .n_in = 2, .infer = eng_infer_gather,
                        .kernel = {[ENG_BACKEND_CPU] = eng_cpu_gather, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_gather)}},
-    [ENG_OP_CAT] = {.doc = "concatenate along a dim", .n_in = -1, .infer = eng_infer_cat,
+    [ENG_OP_CAT] = {.doc = "concatenate along a dim", .n_in = -1, .backward = &eng_bw_cat, .infer = eng_infer_cat,
                     .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cat, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_cat)}},
     [ENG_OP_COPY] = {.doc = "copy with dtype conversion (and across devices)", .n_in = 1,
-                     .flags = ENG_OPDEF_CROSS_DEVICE | ENG_OPDEF_STRIDED_OUT, .infer = eng_infer_copy,
+                     .flags = ENG_OPDEF_CROSS_DEVICE | ENG_OPDEF_STRIDED_OUT, .backward = &eng_bw_copy, .infer = eng_infer_copy,
                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_copy, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_copy)}},
     [ENG_OP_FILL] = {.doc = "fill with one value", .n_in = 0, .flags = ENG_OPDEF_STRIDED_OUT, .infer = eng_infer_fill,
                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_fill, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_fill)}},
@@ -108,6 +113,57 @@ static eng_op_def_t defs[ENG_OP_COUNT] = {
     CREATE(RAND, "uniform random values (Philox)", eng_cpu_rand, eng_cuda_rand),
     CREATE(RANDN, "normal random values (Philox, Box-Muller)", eng_cpu_randn, eng_cuda_randn),
     CREATE(RANDINT, "uniform random integers (Philox)", eng_cpu_randint, eng_cuda_randint),
+    /* backward kernels and the fused add + rms_norm (attrs: see ops_internal.h) */
+    [ENG_OP_SOFTMAX_BACKWARD] = {.doc = "gradient of softmax / log_softmax from its output", .n_in = 2,
+                                 .infer = eng_infer_softmax_backward,
+                                 .kernel = {[ENG_BACKEND_CPU] = eng_cpu_softmax_backward, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_softmax_backward)}},
+    [ENG_OP_RMS_NORM_BACKWARD] = {.doc = "gradients of rms_norm (gx, gw)", .n_in = 3,
+                                  .infer = eng_infer_norm_backward,
+                                  .kernel = {[ENG_BACKEND_CPU] = eng_cpu_rms_norm_backward, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_rms_norm_backward)}},
+    [ENG_OP_LAYER_NORM_BACKWARD] = {.doc = "gradients of layer_norm (gx, gw, gb)", .n_in = 4,
+                                    .infer = eng_infer_norm_backward,
+                                    .kernel = {[ENG_BACKEND_CPU] = eng_cpu_layer_norm_backward, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_layer_norm_backward)}},
+    [ENG_OP_CROSS_ENTROPY_BACKWARD] = {.doc = "gradient of the mean cross-entropy, scaled by a gloss tensor",
+                                       .n_in = 3, .infer = eng_infer_cross_entropy_backward,
+                                       .kernel = {[ENG_BACKEND_CPU] = eng_cpu_cross_entropy_backward, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_cross_entropy_backward)}},
+    [ENG_OP_ADD_RMS_NORM] = {.doc = "residual add (kept in f32) then rms_norm: y, residual_out", .n_in = 3,
+                             .infer = eng_infer_add_rms_norm,
+                             .kernel = {[ENG_BACKEND_CPU] = eng_cpu_add_rms_norm, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_add_rms_norm)}},
+    /* E-series: e1, e23 (inputs, outputs and attrs: ops_internal.h) */
+    [ENG_OP_E1] = {.doc = "E1 gated Elman recurrence: y, h_T, hs", .n_in = 5, .infer = eng_infer_e1,
+                   .kernel = {[ENG_BACKEND_CPU] = eng_cpu_e1}},
+    [ENG_OP_E1_BACKWARD] = {.doc = "gradients of e1: dxw, dz, dW_h, db, dh0", .n_in = 6,
+                            .infer = eng_infer_e1_backward,
+                            .kernel = {[ENG_BACKEND_CPU] = eng_cpu_e1_backward}},
+    [ENG_OP_E23] = {.doc = "E23 dual-memory Elman recurrence: hs, h_T, tape_T, tape checkpoints",
+                    .n_in = 6, .infer = eng_infer_e23, .kernel = {[ENG_BACKEND_CPU] = eng_cpu_e23}},
+    [ENG_OP_E23_BACKWARD] = {.doc = "gradients of e23: dxw, dW_h, dW_write, db, dh0, dtape0",
+                             .n_in = 10, .infer = eng_infer_e23_backward,
+                             .kernel = {[ENG_BACKEND_CPU] = eng_cpu_e23_backward}},
+    /* E-series: e88 (inputs, outputs and attrs: ops_internal.h) */
+    [ENG_OP_E88] = {.doc = "E88 matrix-state delta rule: y, S_T, state checkpoints", .n_in = 6,
+                    .infer = eng_infer_e88,
+                    .kernel = {[ENG_BACKEND_CPU] = eng_cpu_e88, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_e88)}},
+    [ENG_OP_E88_BACKWARD] = {.doc = "gradients of e88: dq, dk, dv, ddecay, dg, dS0", .n_in = 9,
+                             .infer = eng_infer_e88_backward,
+                             .kernel = {[ENG_BACKEND_CPU] = eng_cpu_e88_backward,
+                                        [ENG_BACKEND_CUDA] = CUDA(eng_cuda_e88_backward)}},
+    /* opt: scatters (the gradients of indexing) and the optimizer ops */
+    [ENG_OP_INDEX_ADD] = {.doc = "torch.index_add, out of place: base with src added at a 1-D index along a dim",
+                          .n_in = 3, .infer = eng_infer_index_add,
+                          .kernel = {[ENG_BACKEND_CPU] = eng_cpu_index_add, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_index_add)}},
+    [ENG_OP_SCATTER_ADD] = {.doc = "torch.scatter_add, out of place: base with src added at index along a dim",
+                            .n_in = 3, .infer = eng_infer_scatter_add,
+                            .kernel = {[ENG_BACKEND_CPU] = eng_cpu_scatter_add, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_scatter_add)}},
+    [ENG_OP_ADAMW] = {.doc = "one fused AdamW step over lists of params, grads and moments, in place",
+                      .n_in = -1, .flags = ENG_OPDEF_INPLACE, .infer = eng_infer_adamw,
+                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_adamw, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_adamw)}},
+    [ENG_OP_SUM_SQUARES] = {.doc = "sum of x^2 over a list of tensors (one scalar, f64 accumulation)",
+                            .n_in = -1, .infer = eng_infer_sum_squares,
+                            .kernel = {[ENG_BACKEND_CPU] = eng_cpu_sum_squares, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_sum_squares)}},
+    [ENG_OP_SCALE] = {.doc = "multiplies a list of tensors in place by a one-element tensor",
+                      .n_in = -1, .flags = ENG_OPDEF_INPLACE, .infer = eng_infer_scale,
+                      .kernel = {[ENG_BACKEND_CPU] = eng_cpu_scale, [ENG_BACKEND_CUDA] = CUDA(eng_cuda_scale)}},
 };
 
 static const char *const names[ENG_OP_COUNT] = {
@@ -225,16 +281,22 @@ eng_status_t eng_op_dispatch(eng_op_call_t *call) {
                      eng_device_name(dev, d, sizeof d));
   }
 
-  if (call->n_out == 0) call->n_out = 1;
+  if (def->flags & ENG_OPDEF_INPLACE) call->n_out = 0; /* it writes its inputs, makes nothing */
+  else if (call->n_out == 0) call->n_out = 1;
   st = def->infer(call);
   if (st) return name_error(def->name, st);
 
   eng_tensor_t *made[ENG_OP_MAX_OUT] = {0};
   /* Fresh outputs go where the op runs, except a copy's, which go where the caller asked. */
   eng_device_t out_dev = (def->flags & ENG_OPDEF_CROSS_DEVICE) ? call->attrs.device : dev;
+  int preset = 0, recording = eng_grad_enabled();
   for (int k = 0; k < call->n_out; k++) {
-    if (call->out[k] && (st = check_preset(def, call, k))) return name_error(def->name, st);
+    if (!call->out[k]) continue;
+    preset = 1;
+    if ((st = check_preset(def, call, k))) return name_error(def->name, st);
   }
+  /* Writes into given outputs are in place: autograd cannot follow them. */
+  if (preset && recording && (st = eng_ag_check_inplace(call, def->name))) return st;
   for (int k = 0; k < call->n_out; k++) {
     if (call->out[k]) continue;
     const eng_op_meta_t *m = &call->meta[k];
@@ -244,6 +306,8 @@ eng_status_t eng_op_dispatch(eng_op_call_t *call) {
   }
 
   if (hook_fn) hook_fn(hook_user, call, 1);
+  /* Kernels built from other ops must not record their insides. */
+  if (recording) eng_grad_set_enabled(0);
 #ifdef ENG_HAVE_CUDA
   /* An NVTX range per op, so profilers attribute the kernels (and CPU time) to it. */
   int ranged = eng_cuda_nvtx_push(def->name);
@@ -252,8 +316,11 @@ eng_status_t eng_op_dispatch(eng_op_call_t *call) {
 #else
   st = kernel(call);
 #endif
+  if (recording) eng_grad_set_enabled(1);
   if (hook_fn) hook_fn(hook_user, call, 0);
   if (st) goto fail;
+  if (recording && !preset && def->backward && (st = eng_ag_record_op(call, def->backward, def->name)))
+    goto fail;
   return ENG_OK;
 
 fail:

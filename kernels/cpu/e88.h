@@ -1,0 +1,40 @@
+/* E88, the nonlinear matrix-state delta rule, on the CPU: the reference for the CUDA kernels.
+ * Per batch b and head h, with S [n, v] starting at S0 (or zero), each step t does
+ *   k^ = k_t / (|k_t| + 1e-6), q^ = q_t / (|q_t| + 1e-6)      (l2; else k^ = k_t, q^ = q_t)
+ *   delta = v_t - S^T k^;   S <- tanh(decay_t S + k^ delta^T)  (linear_state: no tanh)
+ *   o_t = S^T q^ (the new S);   y_t = o_t * silu(g_t)          (no gate: y_t = o_t)
+ * Layout (contiguous, batch-first): q, k [B,T,H,n]; v, g, y [B,T,H,v]; decay [B,T,H];
+ * S0, S_T [B,H,n,v]; ckpt [B,H,ceil(T/C),n*v] holds the state before steps 0, C, 2C, ...
+ * (C = ckpt_every). Values are in `dt`, states (S0, S_T, ckpt, dS_T, dS0) in `sdt` (f64 for f64
+ * values, else f32). Everything is computed in double, one (b, h) per OpenMP iteration. */
+#ifndef ENG_KCPU_E88_H
+#define ENG_KCPU_E88_H
+
+#include <stdint.h>
+
+#include "eng_base.h"
+
+typedef struct {
+  int64_t B, T, H, n, v;
+  int64_t ckpt_every; /* C >= 1 */
+  int l2, linear_state;
+} eng_e88_shape_t;
+
+/* Number of checkpoints: ceil(T / C). */
+static inline int64_t eng_e88_n_ckpt(int64_t T, int64_t C) { return (T + C - 1) / C; }
+
+/* g, S0 may be NULL; S_T and ckpt may be NULL (not wanted). Returns 0, or -1 when out of memory. */
+int eng_kcpu_e88_forward(eng_dtype_t dt, eng_dtype_t sdt, const eng_e88_shape_t *s, const void *q,
+                         const void *k, const void *v, const void *decay, const void *g,
+                         const void *S0, void *y, void *S_T, void *ckpt);
+
+/* Reverse mode of the forward above: each segment of C steps is recomputed from its checkpoint,
+ * then walked backward. dy [B,T,H,v]; dS_T may be NULL (zero). Writes dq, dk [B,T,H,n], dv [B,T,H,v],
+ * ddecay [B,T,H], dg (when g is given) in dt, and dS0 (when not NULL) in sdt. Returns 0, or -1 when
+ * out of memory. */
+int eng_kcpu_e88_backward(eng_dtype_t dt, eng_dtype_t sdt, const eng_e88_shape_t *s, const void *q,
+                          const void *k, const void *v, const void *decay, const void *g,
+                          const void *ckpt, const void *dy, const void *dS_T, void *dq, void *dk,
+                          void *dv, void *ddecay, void *dg, void *dS0);
+
+#endif

@@ -1,0 +1,277 @@
+// E1 forward and the sequential part of its backward as persistent kernels (see cuda/e1.h and
+// cuda/e1_cluster.cuh). Each step a warp takes one row of the matrix at a time and forms its dot
+// products with the BG state vectors of its batch group; lane g finishes batch row g: the inputs
+// it needs were loaded before the dot products, so their latency hides behind them.
+#include "cuda/e1.h"
+#include "cuda/e1_cluster.cuh"
+
+namespace {
+
+using namespace eng_kc;
+using namespace eng_kc::es;
+
+template <typename T> struct Fwd {
+  int64_t B, nt, d, R;
+  const T *xw, *z, *W, *b, *h0;
+  T *y, *hT, *hs;
+};
+
+template <typename T> struct Bwd {
+  int64_t B, nt, d, R;
+  const T *z, *W, *hs, *dy, *dhT;
+  T *dxw, *dz, *dh0;
+};
+
+// The CTA's matrix rows [r0, r1) and where row r starts (row r at rows + (r - r0) * stride_r,
+// columns `cs` apart): on chip (copied here, transposed when `tr`) or in global memory.
+template <typename T, typename A, int BG, bool CL>
+__device__ const T *stage_rows(unsigned char *smem, const T *W, int64_t d, int64_t r0, int64_t r1,
+                               bool tr, int64_t *cs) {
+  if constexpr (CL) {
+    T *Ws = reinterpret_cast<T *>(smem + 2 * BG * d * sizeof(A));
+    const int64_t n = (r1 - r0) * d, w = r1 - r0;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+      if (tr) {  // Ws[jj][i] = W[i][r0 + jj], read along jj (coalesced)
+        const int64_t i = k / (w ? w : 1), jj = k % (w ? w : 1);
+        Ws[jj * d + i] = W[i * d + r0 + jj];
+      } else {
+        Ws[k] = W[r0 * d + k];
+      }
+    }
+    *cs = 1;
+    return Ws;
+  } else {
+    *cs = tr ? d : 1;
+    return tr ? W + r0 : W + r0 * d;
+  }
+}
+
+template <typename T, int BG, bool CL, bool VEC>
+__device__ __forceinline__ void row_dots(const T *rows, int64_t stride_r, int64_t cs, int64_t rr,
+                                         const acc_t<T> *v, int64_t d, int lane, acc_t<T> *acc) {
+  if constexpr (VEC)
+    dots_vec<T, BG>(rows + rr * stride_r, v, d, lane, acc);
+  else
+    dots_scalar<T, BG>(rows + rr * stride_r, cs, v, d, lane, acc);
+}
+
+template <typename T, int BG, bool CL, bool VEC>
+__global__ void __launch_bounds__(kThreads) e1_fwd(Fwd<T> p) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  A *hbuf = reinterpret_cast<A *>(smem);  // [2][BG][d]: h_{t-1} and h_t
+  const int64_t d = p.d;
+  int rank, cs, group;
+  cluster_pos<CL>(&rank, &cs, &group);
+  const int64_t r0 = CL ? min(d, rank * p.R) : 0, r1 = CL ? min(d, r0 + p.R) : d;
+  int64_t ccs;
+  const T *rows = stage_rows<T, A, BG, CL>(smem, p.W, d, r0, r1, false, &ccs);
+  const int64_t stride_r = d;
+  for (int64_t k = threadIdx.x; k < BG * d; k += blockDim.x) {
+    const int64_t bi = (int64_t)group * BG + k / d;
+    hbuf[k] = p.h0 && bi < p.B ? load(p.h0 + bi * d + k % d) : (A)0;
+  }
+  sync_all<CL>();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  const int64_t bme = (int64_t)group * BG + lane;
+  const bool fin = lane < BG && bme < p.B;
+  for (int64_t t = 0; t < p.nt; t++) {
+    const A *hc = hbuf + (t & 1) * BG * d;
+    A *hn = hbuf + ((t + 1) & 1) * BG * d;
+    for (int64_t r = r0 + warp; r < r1; r += nwarps) {
+      const int64_t at = (bme * p.nt + t) * d + r;
+      A xv = 0, zv = 0;
+      if (fin) {
+        xv = load(p.xw + at) + load(p.b + r);
+        zv = load(p.z + at);
+      }
+      A acc[BG] = {};
+      row_dots<T, BG, CL, VEC>(rows, stride_r, ccs, r - r0, hc, d, lane, acc);
+      const A pre = reduce_pick<A, BG>(acc, lane) + xv;
+      if (fin) {
+        const A h = tanh(pre);
+        store(p.hs + at, h);
+        store(p.y + at, h * zv * sigmoid(zv));
+        if (t == p.nt - 1) store(p.hT + bme * d + r, h);
+        put_all<CL>(hn + lane * d + r, h, cs);
+      }
+    }
+    sync_all<CL>();
+  }
+}
+
+// Reverse time. Rows of the matrix are columns of W (the carry into h_{t} is W^T dpre_{t+1}).
+// Step s = 0 .. T: t = T - 1 - s; s = 0 takes dhT as the carry, s = T writes dh0.
+template <typename T, int BG, bool CL, bool VEC>
+__global__ void __launch_bounds__(kThreads) e1_bwd(Bwd<T> p) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  A *gbuf = reinterpret_cast<A *>(smem);  // [2][BG][d]: dpre_{t+1} and dpre_t
+  const int64_t d = p.d;
+  int rank, cs, group;
+  cluster_pos<CL>(&rank, &cs, &group);
+  const int64_t r0 = CL ? min(d, rank * p.R) : 0, r1 = CL ? min(d, r0 + p.R) : d;
+  int64_t ccs;
+  const T *rows = stage_rows<T, A, BG, CL>(smem, p.W, d, r0, r1, true, &ccs);
+  const int64_t stride_r = CL ? d : 1;
+  for (int64_t k = threadIdx.x; k < 2 * BG * d; k += blockDim.x) gbuf[k] = 0;
+  sync_all<CL>();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  const int64_t bme = (int64_t)group * BG + lane;
+  const bool fin = lane < BG && bme < p.B;
+  for (int64_t s = 0; s <= p.nt; s++) {
+    const int64_t t = p.nt - 1 - s;
+    const A *gc = gbuf + (s & 1) * BG * d;
+    A *gn = gbuf + ((s + 1) & 1) * BG * d;
+    for (int64_t r = r0 + warp; r < r1; r += nwarps) {
+      const int64_t at = (bme * p.nt + t) * d + r;
+      A zv = 0, gy = 0, h = 0, carry0 = 0;
+      if (fin && t >= 0) {
+        zv = load(p.z + at);
+        gy = load(p.dy + at);
+        h = load(p.hs + at);
+      }
+      if (fin && s == 0 && p.dhT) carry0 = load(p.dhT + bme * d + r);
+      A acc[BG] = {};
+      if (s > 0) row_dots<T, BG, CL, VEC>(rows, stride_r, ccs, r - r0, gc, d, lane, acc);
+      const A carry = reduce_pick<A, BG>(acc, lane) + carry0;
+      if (!fin) continue;
+      if (t < 0) {
+        store(p.dh0 + bme * d + r, carry);
+        continue;
+      }
+      const A sg = sigmoid(zv);
+      const A dpre = (gy * zv * sg + carry) * ((A)1 - h * h);
+      store(p.dxw + at, dpre);
+      store(p.dz + at, gy * h * sg * ((A)1 + zv * ((A)1 - sg)));
+      put_all<CL>(gn + lane * d + r, dpre, cs);
+    }
+    sync_all<CL>();
+  }
+}
+
+template <typename T>
+__global__ void seq_shift(int64_t B, int64_t nt, int64_t d, const T *hs, const T *h0, T *out) {
+  const int64_t n = B * nt * d;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = i % d, t = (i / d) % nt, b = i / (d * nt);
+    out[i] = t > 0 ? hs[i - d] : h0 ? h0[b * d + j] : T(0);
+  }
+}
+
+// ---- planning ----
+
+// A cluster plan when W fits on chip (f32/f16/bf16), else the global-memory plan.
+template <typename T>
+cudaError_t plan_for(int64_t B, int64_t d, Plan *pl, DeviceInfo *info) {
+  using A = acc_t<T>;
+  cudaError_t e = device_info(info);
+  if (e) return e;
+  if (sizeof(T) <= 4 && info->smem_optin > 0) {
+    for (int cs : {8, 16}) {
+      const int64_t R = (d + cs - 1) / cs;
+      const int bg = pick_bg(B, cs, info->sms);
+      for (int g = bg; g >= 1; g /= 2) {
+        const size_t smem = 2 * (size_t)g * d * sizeof(A) + (size_t)R * d * sizeof(T);
+        if (smem <= (size_t)info->smem_optin) {
+          *pl = Plan{true, cs, g, R, smem, d % (16 / (int64_t)sizeof(T)) == 0};
+          return cudaSuccess;
+        }
+      }
+    }
+  }
+  const int bg = B > info->sms ? 4 : 1;
+  *pl = Plan{false, 1, bg, d, 2 * (size_t)bg * d * sizeof(A), false};
+  if (pl->smem > (size_t)(info->smem_optin > 0 ? info->smem_optin : 48 * 1024))
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+// Runs kernel K<T, BG, CL, VEC> for the plan; falls back to the global-memory kernel when the
+// clusters cannot be scheduled.
+template <typename T, template <typename, int, bool, bool> class K, typename P>
+cudaError_t run(P p, int64_t B, int64_t d, cudaStream_t stream) {
+  Plan pl;
+  DeviceInfo info;
+  cudaError_t e = plan_for<T>(B, d, &pl, &info);
+  if (e) return e;
+  p.R = pl.R;
+  if (pl.cl) {
+    auto kernel = K<T, 1, true, false>::get(pl.bg, pl.vec);
+    if (kernel && cluster_fits(kernel, pl))
+      return launch(kernel, pl, (unsigned)((B + pl.bg - 1) / pl.bg * pl.cs), stream, p);
+    using A = acc_t<T>;
+    pl = Plan{false, 1, B > info.sms ? 4 : 1, d, 0, false};
+    pl.smem = 2 * (size_t)pl.bg * d * sizeof(A);
+    p.R = d;
+  }
+  auto kernel = K<T, 1, false, false>::get(pl.bg, false);
+  return launch(kernel, pl, (unsigned)((B + pl.bg - 1) / pl.bg), stream, p);
+}
+
+// Kernel pickers: the instantiation for a batch group size and load width.
+#define ES_PICKER(NAME, KERNEL, PARAMS)                                                         \
+  template <typename T, int BG_, bool CL, bool VEC_> struct NAME {                             \
+    using fn = void (*)(PARAMS<T>);                                                            \
+    static fn get(int bg, bool vec) {                                                          \
+      if constexpr (CL && sizeof(T) <= 4) {                                                    \
+        if (vec) {                                                                             \
+          switch (bg) {                                                                        \
+          case 1: return KERNEL<T, 1, true, true>;                                             \
+          case 2: return KERNEL<T, 2, true, true>;                                             \
+          case 4: return KERNEL<T, 4, true, true>;                                             \
+          default: return KERNEL<T, 8, true, true>;                                            \
+          }                                                                                    \
+        }                                                                                      \
+        switch (bg) {                                                                          \
+        case 1: return KERNEL<T, 1, true, false>;                                              \
+        case 2: return KERNEL<T, 2, true, false>;                                              \
+        case 4: return KERNEL<T, 4, true, false>;                                              \
+        default: return KERNEL<T, 8, true, false>;                                             \
+        }                                                                                      \
+      } else if constexpr (!CL) {                                                              \
+        (void)vec;                                                                             \
+        return bg == 1 ? KERNEL<T, 1, false, false> : KERNEL<T, 4, false, false>;              \
+      }                                                                                        \
+      return nullptr;                                                                          \
+    }                                                                                          \
+  };
+ES_PICKER(FwdK, e1_fwd, Fwd)
+ES_PICKER(BwdK, e1_bwd, Bwd)
+
+}  // namespace
+
+extern "C" int eng_kcuda_e1_forward(eng_dtype_t dt, int64_t B, int64_t T_, int64_t d,
+                                    const void *xw, const void *z, const void *W, const void *b,
+                                    const void *h0, void *y, void *hT, void *hs,
+                                    cudaStream_t stream) {
+  ENG_KC_FLOAT_TYPES(dt, {
+    Fwd<T> p{B, T_, d, d, (const T *)xw, (const T *)z, (const T *)W, (const T *)b,
+             (const T *)h0, (T *)y, (T *)hT, (T *)hs};
+    return (int)run<T, FwdK>(p, B, d, stream);
+  })
+  return 0;
+}
+
+extern "C" int eng_kcuda_e1_backward(eng_dtype_t dt, int64_t B, int64_t T_, int64_t d,
+                                     const void *z, const void *W, const void *hs, const void *dy,
+                                     const void *dhT, void *dxw, void *dz, void *dh0,
+                                     cudaStream_t stream) {
+  ENG_KC_FLOAT_TYPES(dt, {
+    Bwd<T> p{B, T_, d, d, (const T *)z, (const T *)W, (const T *)hs, (const T *)dy,
+             (const T *)dhT, (T *)dxw, (T *)dz, (T *)dh0};
+    return (int)run<T, BwdK>(p, B, d, stream);
+  })
+  return 0;
+}
+
+extern "C" int eng_kcuda_seq_shift(eng_dtype_t dt, int64_t B, int64_t T_, int64_t d,
+                                   const void *hs, const void *h0, void *out, cudaStream_t stream) {
+  ENG_KC_FLOAT_TYPES(dt, {
+    seq_shift<T><<<blocks_for(B * T_ * d, 256), 256, 0, stream>>>(B, T_, d, (const T *)hs,
+                                                                  (const T *)h0, (T *)out);
+    return (int)cudaGetLastError();
+  })
+  return 0;
+}

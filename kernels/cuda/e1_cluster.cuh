@@ -1,0 +1,210 @@
+// The machinery of the persistent E-series kernels (e1.cu, e23.cu): a cluster of CTAs shares the
+// rows of a weight matrix, each CTA holding its slice in shared memory; a state vector lives in
+// every CTA's shared memory and each CTA writes its slice of the new state into all of them
+// (distributed shared memory), then the cluster meets at a barrier. Without clusters (CL =
+// false) one CTA does every row, reading the matrix from global memory.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include "cuda/common.cuh"
+
+namespace eng_kc {
+namespace es {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 256;
+
+// ---- barriers and state exchange ----
+template <bool CL> __device__ __forceinline__ void sync_all() {
+  if constexpr (CL)
+    cg::this_cluster().sync();
+  else
+    __syncthreads();
+}
+
+// Writes v at `local` (a shared-memory address) in every CTA of the cluster.
+template <bool CL, typename A> __device__ __forceinline__ void put_all(A *local, A v, int cs) {
+  if constexpr (CL) {
+    cg::cluster_group cl = cg::this_cluster();
+    for (int q = 0; q < cs; q++) *cl.map_shared_rank(local, q) = v;
+  } else {
+    *local = v;
+  }
+}
+
+// The CTA's rank in its cluster, the cluster size, and which cluster (batch group) it is in.
+template <bool CL> __device__ __forceinline__ void cluster_pos(int *rank, int *cs, int *group) {
+  if constexpr (CL) {
+    cg::cluster_group cl = cg::this_cluster();
+    *rank = (int)cl.block_rank();
+    *cs = (int)cl.num_blocks();
+    *group = (int)(blockIdx.x / cl.num_blocks());
+  } else {
+    *rank = 0;
+    *cs = 1;
+    *group = (int)blockIdx.x;
+  }
+}
+
+// ---- dot products of one matrix row with BG state vectors ----
+// acc[g] += sum_c row[c * cs] * v[g * d + c], this lane's share (columns lane, lane + 32, ...).
+template <typename T, int BG>
+__device__ __forceinline__ void dots_scalar(const T *row, int64_t cs, const acc_t<T> *v, int64_t d,
+                                            int lane, acc_t<T> *acc) {
+  for (int64_t c = lane; c < d; c += 32) {
+    const acc_t<T> w = load(row + c * cs);
+#pragma unroll
+    for (int g = 0; g < BG; g++) acc[g] += w * v[g * d + c];
+  }
+}
+
+// 16 bytes of T as floats.
+__device__ __forceinline__ void unpack(uint4 raw, float *w, const float *) {
+  w[0] = __uint_as_float(raw.x), w[1] = __uint_as_float(raw.y);
+  w[2] = __uint_as_float(raw.z), w[3] = __uint_as_float(raw.w);
+}
+__device__ __forceinline__ void unpack(uint4 raw, float *w, const __nv_bfloat16 *) {
+  const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u[k]));
+    w[2 * k] = f.x, w[2 * k + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void unpack(uint4 raw, float *w, const __half *) {
+  const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&u[k]));
+    w[2 * k] = f.x, w[2 * k + 1] = f.y;
+  }
+}
+
+// The same with 16-byte loads: a contiguous, 16-byte aligned row (f32/f16/bf16) and d a multiple
+// of VEC = 16 / sizeof(T); lane covers columns [lane * VEC, lane * VEC + VEC) + k * 32 * VEC.
+template <typename T, int BG>
+__device__ __forceinline__ void dots_vec(const T *row, const float *v, int64_t d, int lane,
+                                         float *acc) {
+  constexpr int VEC = 16 / sizeof(T);
+  for (int64_t c = (int64_t)lane * VEC; c < d; c += 32 * VEC) {
+    float w[VEC];
+    unpack(*reinterpret_cast<const uint4 *>(row + c), w, row);
+#pragma unroll
+    for (int g = 0; g < BG; g++) {
+      const float4 *vg = reinterpret_cast<const float4 *>(v + g * d + c);
+#pragma unroll
+      for (int q = 0; q < VEC / 4; q++) {
+        const float4 x = vg[q];
+        acc[g] += w[4 * q] * x.x + w[4 * q + 1] * x.y + w[4 * q + 2] * x.z + w[4 * q + 3] * x.w;
+      }
+    }
+  }
+}
+
+// Warp-sums acc[0..BG) (every lane gets every total) and returns lane g's total for lane g < BG.
+template <typename A, int BG> __device__ __forceinline__ A reduce_pick(A *acc, int lane) {
+  A mine = 0;
+#pragma unroll
+  for (int g = 0; g < BG; g++) {
+    acc[g] = warp_sum(acc[g]);
+    if (lane == g) mine = acc[g];
+  }
+  return mine;
+}
+
+template <typename A> __device__ __forceinline__ A sigmoid(A v) { return (A)1 / ((A)1 + exp(-v)); }
+
+// ---- host: how to launch ----
+struct Plan {
+  bool cl;     // a cluster holds the matrices on chip
+  int cs;      // CTAs per cluster (1 without)
+  int bg;      // batch rows per cluster (or CTA)
+  int64_t R;   // matrix rows per CTA
+  size_t smem; // dynamic shared memory per CTA
+  bool vec;    // 16-byte loads of the on-chip rows
+};
+
+struct DeviceInfo {
+  int sms = 0, smem_optin = 0;
+};
+
+inline cudaError_t device_info(DeviceInfo *info) {
+  int dev;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (!e) e = cudaDeviceGetAttribute(&info->sms, cudaDevAttrMultiProcessorCount, dev);
+  if (!e) e = cudaDeviceGetAttribute(&info->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (!e) {
+    int major = 0;
+    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (!e && major < 9) info->smem_optin = 0;  // no clusters before Hopper: plans fall back
+  }
+  return e;
+}
+
+// Launches kernel<<<grid, kThreads, smem, stream>>>(p) with clusters of cs CTAs (cs > 1).
+template <typename K, typename P>
+inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t stream, const P &p) {
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem);
+  if (e) return e;
+  if (!pl.cl) {
+    kernel<<<grid, kThreads, pl.smem, stream>>>(p);
+    return cudaGetLastError();
+  }
+  if (pl.cs > 8 && (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
+    return e;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = pl.smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)pl.cs;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
+}
+
+// Whether a cluster launch of this plan can run at all (the clusters fit on the GPU).
+template <typename K> inline bool cluster_fits(K kernel, const Plan &pl) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem)) {
+    cudaGetLastError();
+    return false;
+  }
+  if (pl.cs > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)pl.cs);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = pl.smem;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)pl.cs;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg)) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+// The batch rows per cluster: the fewest (most parallel chains) that still let every cluster be
+// resident at once, from {1, 2, 4, 8}.
+inline int pick_bg(int64_t B, int ctas_per_group, int sms) {
+  for (int bg = 1; bg < 8; bg *= 2)
+    if ((B + bg - 1) / bg * ctas_per_group <= sms) return bg;
+  return 8;
+}
+
+}  // namespace es
+}  // namespace eng_kc

@@ -1,0 +1,605 @@
+// E23 forward and the sequential part of its backward as persistent kernels (see cuda/e23.h and
+// cuda/e1_cluster.cuh). Each CTA owns units [c0, c1) of d: those rows of the weights and those
+// columns of its batch group's tapes. Warps take one unit (or one slot) at a time; lane g of a
+// warp finishes batch row g.
+#include "cuda/e1_cluster.cuh"
+#include "cuda/e23.h"
+
+namespace {
+
+using namespace eng_kc;
+using namespace eng_kc::es;
+
+template <typename T> struct P23 {
+  int64_t B, nt, N, d, C, R;
+  const T *xw, *Wh, *Ww, *b, *h0, *tape0;
+  T *hs, *hT, *tapeT;
+  acc_t<T> *ckpt;
+  // backward
+  const T *hs_in;
+  const acc_t<T> *ck_in;
+  const T *dhs, *dhT, *dtapeT;
+  T *dxw, *dw, *dh0, *dtape0;
+  acc_t<T> *scratch;  // per CTA: scratch + blockIdx.x * per_cta
+  int64_t per_cta;
+  int tape_smem;  // forward: the tape lives in shared memory
+};
+
+// ---- shared-memory layout (bytes, 16-aligned pieces), the same on host and device ----
+struct Lay {
+  size_t w1, w2, hbuf, part1, part2, rbuf, abuf, wloc, tape, dwbuf, dpbuf, carry, dhv, dpl, dsa,
+      dsr, total;
+};
+
+__host__ __device__ inline size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+__host__ __device__ inline Lay layout(int64_t d, int64_t N, int64_t R, int bg, int cs, bool cl,
+                                      bool bwd, bool tape_smem, size_t tsz, size_t asz) {
+  Lay l{};
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    size_t o = at;
+    at += up16(bytes);
+    return o;
+  };
+  l.w1 = take(cl ? (size_t)R * d * tsz : 0);
+  l.w2 = take(cl ? (size_t)R * d * tsz : 0);
+  l.hbuf = take(2 * (size_t)bg * d * asz);
+  l.part1 = take((size_t)cs * bg * (N + 1) * asz);
+  l.part2 = take(bwd ? (size_t)cs * bg * (N + 1) * asz : 0);
+  l.rbuf = take((size_t)bg * N * asz);
+  l.abuf = take((size_t)bg * N * asz);
+  l.wloc = take((size_t)bg * R * asz);
+  l.tape = take(!bwd && tape_smem ? (size_t)bg * N * R * asz : 0);
+  l.dwbuf = take(bwd ? (size_t)bg * d * asz : 0);
+  l.dpbuf = take(bwd ? (size_t)bg * d * asz : 0);
+  l.carry = take(bwd ? (size_t)bg * R * asz : 0);
+  l.dhv = take(bwd ? (size_t)bg * R * asz : 0);
+  l.dpl = take(bwd ? (size_t)bg * R * asz : 0);
+  l.dsa = take(bwd ? (size_t)bg * N * asz : 0);
+  l.dsr = take(bwd ? (size_t)bg * N * asz : 0);
+  l.total = at;
+  return l;
+}
+
+// Global scratch per CTA (in state elements): forward, the tape when not on chip; backward, the
+// segment's tapes, the working tape, dH, h and w per step, r and a per step.
+__host__ __device__ inline int64_t scratch_elems(int64_t N, int64_t R, int64_t C, int bg, bool bwd,
+                                                 bool tape_smem) {
+  if (!bwd) return tape_smem ? 0 : (int64_t)bg * N * R;
+  return (int64_t)bg * (C * N * R + 2 * N * R + (2 * C + 1) * R + 2 * C * N);
+}
+
+// Everything a CTA knows about its place and its buffers.
+template <typename T, int BG, bool CL> struct Ctx {
+  using A = acc_t<T>;
+  int64_t B, nt, N, d, R, c0, c1, w;  // w = c1 - c0 units owned
+  int rank, cs, group, warp, lane, nwarps;
+  A scale;
+  A *hbuf, *part1, *part2, *rbuf, *abuf, *wloc;
+  A *tape;  // tape(g, i, jj) = tape[(g * N + i) * R + jj]
+  __device__ A &tp(int g, int64_t i, int64_t jj) const { return tape[(g * N + i) * R + jj]; }
+  __device__ int64_t batch(int g) const { return (int64_t)group * BG + g; }
+};
+
+template <typename T, int BG, bool CL>
+__device__ Ctx<T, BG, CL> make_ctx(const P23<T> &p, unsigned char *smem, const Lay &l) {
+  using A = acc_t<T>;
+  Ctx<T, BG, CL> c;
+  cluster_pos<CL>(&c.rank, &c.cs, &c.group);
+  c.B = p.B, c.nt = p.nt, c.N = p.N, c.d = p.d, c.R = p.R;
+  c.c0 = min(p.d, (int64_t)c.rank * p.R);
+  c.c1 = min(p.d, c.c0 + p.R);
+  c.w = c.c1 - c.c0;
+  c.warp = threadIdx.x >> 5, c.lane = threadIdx.x & 31, c.nwarps = blockDim.x >> 5;
+  c.scale = (A)1 / sqrt((A)p.d);
+  c.hbuf = reinterpret_cast<A *>(smem + l.hbuf);
+  c.part1 = reinterpret_cast<A *>(smem + l.part1);
+  c.part2 = reinterpret_cast<A *>(smem + l.part2);
+  c.rbuf = reinterpret_cast<A *>(smem + l.rbuf);
+  c.abuf = reinterpret_cast<A *>(smem + l.abuf);
+  c.wloc = reinterpret_cast<A *>(smem + l.wloc);
+  return c;
+}
+
+// Rows c0..c1 of W (transposed: columns) into shared memory, row jj at + jj * d.
+template <typename T>
+__device__ void stage(T *dst, const T *W, int64_t d, int64_t c0, int64_t w, bool tr) {
+  for (int64_t k = threadIdx.x; k < w * d; k += blockDim.x) {
+    if (tr) {
+      const int64_t i = k / w, jj = k % w;
+      dst[jj * d + i] = W[i * d + c0 + jj];
+    } else {
+      dst[k] = W[c0 * d + k];
+    }
+  }
+}
+
+// ---- the forward step's phases ----
+
+// h_t for the owned units: W_h h_{t-1} + xw + H^T r + b, then tanh; h_t goes to every CTA's hn.
+template <typename T, int BG, bool CL>
+__device__ void phase_h(const Ctx<T, BG, CL> &c, const T *Wrows, int64_t t, const T *xw,
+                        const T *bias, const acc_t<T> *hc, acc_t<T> *hn, T *hs_out, T *hT_out,
+                        acc_t<T> *hown) {
+  using A = acc_t<T>;
+  const int64_t bme = c.batch(c.lane);
+  const bool fin = c.lane < BG && bme < c.B;
+  for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
+    const int64_t j = c.c0 + jj, at = (bme * c.nt + t) * c.d + j;
+    A xv = 0;
+    if (fin) xv = load(xw + at) + load(bias + j);
+    A acc[BG] = {};
+    dots_scalar<T, BG>(Wrows + jj * c.d, 1, hc, c.d, c.lane, acc);
+#pragma unroll
+    for (int g = 0; g < BG; g++)
+      for (int64_t i = c.lane; i < c.N; i += 32) acc[g] += c.rbuf[g * c.N + i] * c.tp(g, i, jj);
+    const A pre = reduce_pick<A, BG>(acc, c.lane) + xv;
+    if (c.lane < BG) {
+      const A h = tanh(pre);
+      if (hown) hown[c.lane * c.R + jj] = h;
+      if (fin && hs_out) store(hs_out + at, h);
+      if (fin && hT_out) store(hT_out + bme * c.d + j, h);
+      put_all<CL>(hn + c.lane * c.d + j, h, c.cs);
+    }
+  }
+}
+
+// w = W_write h_t for the owned units (when with_w), then this CTA's partial sums over its units
+// of H h (slots 0..N-1) and w . h (slot N) into every CTA's part1; ends at a cluster barrier.
+template <typename T, int BG, bool CL>
+__device__ void phase_scores(const Ctx<T, BG, CL> &c, const T *Wrows, const acc_t<T> *hn,
+                             bool with_w, acc_t<T> *wown) {
+  using A = acc_t<T>;
+  if (with_w) {
+    for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
+      A acc[BG] = {};
+      dots_scalar<T, BG>(Wrows + jj * c.d, 1, hn, c.d, c.lane, acc);
+      const A w = reduce_pick<A, BG>(acc, c.lane);
+      if (c.lane < BG) {
+        c.wloc[c.lane * c.R + jj] = w;
+        if (wown) wown[c.lane * c.R + jj] = w;
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t tasks = BG * (c.N + 1);
+  for (int64_t k = c.warp; k < tasks; k += c.nwarps) {
+    const int g = (int)(k / (c.N + 1));
+    const int64_t i = k % (c.N + 1);
+    A sum = 0;
+    if (i < c.N || with_w)
+      for (int64_t jj = c.lane; jj < c.w; jj += 32)
+        sum += (i < c.N ? c.tp(g, i, jj) : c.wloc[g * c.R + jj]) * hn[g * c.d + c.c0 + jj];
+    sum = warp_sum(sum);
+    if (c.lane == 0) put_all<CL>(c.part1 + (c.rank * BG + g) * (c.N + 1) + i, sum, c.cs);
+  }
+  sync_all<CL>();
+}
+
+// From the partial scores: initial (r = softmax(scale H h0)) or a step (a = softmax(scale H h_t),
+// the write, and the next read weights r = softmax(scale H_new h_t)).
+template <typename T, int BG, bool CL>
+__device__ void phase_attend(const Ctx<T, BG, CL> &c, bool step) {
+  using A = acc_t<T>;
+  if (c.warp < BG) {
+    const int g = c.warp;
+    A *r = c.rbuf + g * c.N, *a = c.abuf + g * c.N;
+    auto score = [&](int64_t i) {
+      A s = 0;
+      for (int q = 0; q < c.cs; q++) s += c.part1[(q * BG + g) * (c.N + 1) + i];
+      return s * c.scale;
+    };
+    A mx = -INFINITY, sum = 0;
+    for (int64_t i = c.lane; i < c.N; i += 32) {
+      r[i] = score(i);
+      mx = max(mx, r[i]);
+    }
+    mx = warp_max(mx);
+    for (int64_t i = c.lane; i < c.N; i += 32) sum += exp(r[i] - mx);
+    sum = warp_sum(sum);
+    if (!step) {
+      for (int64_t i = c.lane; i < c.N; i += 32) r[i] = exp(r[i] - mx) / sum;
+    } else {
+      const A q = score(c.N);
+      A mx2 = -INFINITY, sum2 = 0;
+      for (int64_t i = c.lane; i < c.N; i += 32) {
+        const A ai = exp(r[i] - mx) / sum;
+        a[i] = ai;
+        r[i] = ((A)1 - ai) * r[i] + ai * q;
+        mx2 = max(mx2, r[i]);
+      }
+      mx2 = warp_max(mx2);
+      for (int64_t i = c.lane; i < c.N; i += 32) sum2 += exp(r[i] - mx2);
+      sum2 = warp_sum(sum2);
+      for (int64_t i = c.lane; i < c.N; i += 32) r[i] = exp(r[i] - mx2) / sum2;
+    }
+  }
+  __syncthreads();
+  if (step) {
+    const int64_t n = BG * c.N * c.w;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+      const int g = (int)(k / (c.N * c.w));
+      const int64_t i = (k / c.w) % c.N, jj = k % c.w;
+      const A ai = c.abuf[g * c.N + i];
+      A &h = c.tp(g, i, jj);
+      h = ((A)1 - ai) * h + ai * c.wloc[g * c.R + jj];
+    }
+    __syncthreads();
+  }
+}
+
+// hbuf[0] = the state the chain starts from (h0 or hs[t0 - 1], or zero) for every unit.
+template <typename T, int BG, bool CL>
+__device__ void load_state(const Ctx<T, BG, CL> &c, const T *src, int64_t stride_b) {
+  for (int64_t k = threadIdx.x; k < BG * c.d; k += blockDim.x) {
+    const int64_t bi = c.batch((int)(k / c.d));
+    c.hbuf[k] = src && bi < c.B ? load(src + bi * stride_b + k % c.d) : (acc_t<T>)0;
+  }
+}
+
+template <typename T, int BG, bool CL>
+__global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  int rank, cs, group;
+  cluster_pos<CL>(&rank, &cs, &group);
+  const Lay l = layout(p.d, p.N, p.R, BG, cs, CL, false, p.tape_smem, sizeof(T), sizeof(A));
+  Ctx<T, BG, CL> c = make_ctx<T, BG, CL>(p, smem, l);
+  c.tape = p.tape_smem ? reinterpret_cast<A *>(smem + l.tape) : p.scratch + blockIdx.x * p.per_cta;
+  const T *Wh = p.Wh + c.c0 * p.d, *Ww = p.Ww + c.c0 * p.d;
+  if constexpr (CL) {
+    stage(reinterpret_cast<T *>(smem + l.w1), p.Wh, p.d, c.c0, c.w, false);
+    stage(reinterpret_cast<T *>(smem + l.w2), p.Ww, p.d, c.c0, c.w, false);
+    Wh = reinterpret_cast<const T *>(smem + l.w1);
+    Ww = reinterpret_cast<const T *>(smem + l.w2);
+  }
+  for (int64_t k = threadIdx.x; k < BG * p.N * c.w; k += blockDim.x) {
+    const int g = (int)(k / (p.N * c.w));
+    const int64_t i = (k / c.w) % p.N, jj = k % c.w, bi = c.batch(g);
+    c.tp(g, i, jj) = p.tape0 && bi < p.B ? load(p.tape0 + (bi * p.N + i) * p.d + c.c0 + jj) : (A)0;
+  }
+  load_state(c, p.h0, p.d);
+  sync_all<CL>();
+  phase_scores(c, Ww, c.hbuf, false, (A *)nullptr);
+  phase_attend(c, false);
+  const int64_t K = (p.nt + p.C - 1) / p.C;
+  for (int64_t t = 0; t < p.nt; t++) {
+    if (t % p.C == 0)
+      for (int64_t k = threadIdx.x; k < BG * p.N * c.w; k += blockDim.x) {
+        const int g = (int)(k / (p.N * c.w));
+        const int64_t i = (k / c.w) % p.N, jj = k % c.w, bi = c.batch(g);
+        if (bi < p.B) p.ckpt[((bi * K + t / p.C) * p.N + i) * p.d + c.c0 + jj] = c.tp(g, i, jj);
+      }
+    A *hc = c.hbuf + (t & 1) * BG * p.d, *hn = c.hbuf + ((t + 1) & 1) * BG * p.d;
+    phase_h(c, Wh, t, p.xw, p.b, hc, hn, p.hs, t == p.nt - 1 ? p.hT : (T *)nullptr, (A *)nullptr);
+    sync_all<CL>();
+    phase_scores(c, Ww, hn, true, (A *)nullptr);
+    phase_attend(c, true);
+  }
+  for (int64_t k = threadIdx.x; k < BG * p.N * c.w; k += blockDim.x) {
+    const int g = (int)(k / (p.N * c.w));
+    const int64_t i = (k / c.w) % p.N, jj = k % c.w, bi = c.batch(g);
+    if (bi < p.B) store(p.tapeT + (bi * p.N + i) * p.d + c.c0 + jj, c.tp(g, i, jj));
+  }
+}
+
+// ---- the backward ----
+
+template <typename T, int BG, bool CL>
+__global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  int rank, cs, group;
+  cluster_pos<CL>(&rank, &cs, &group);
+  const Lay l = layout(p.d, p.N, p.R, BG, cs, CL, true, false, sizeof(T), sizeof(A));
+  Ctx<T, BG, CL> c = make_ctx<T, BG, CL>(p, smem, l);
+  const int64_t N = p.N, d = p.d, R = p.R, C = p.C, NR = N * R;
+  // per-CTA scratch: segment tapes [C][BG][N][R], working tape, dH, h [C+1][BG][R], w [C][BG][R],
+  // r and a [C][BG][N]
+  A *seg = p.scratch + blockIdx.x * p.per_cta;
+  A *work = seg + C * BG * NR, *dH = work + BG * NR, *hown = dH + BG * NR;
+  A *wown = hown + (C + 1) * BG * R, *rs = wown + C * BG * R, *as = rs + C * BG * N;
+  c.tape = work;
+  // forward weights for the replay from global memory; their transposes on chip
+  const T *Wh = p.Wh + c.c0 * d, *Ww = p.Ww + c.c0 * d;
+  const T *WhT = p.Wh + c.c0, *WwT = p.Ww + c.c0;
+  int64_t tcs = d;  // column stride of the transposed rows
+  if constexpr (CL) {
+    stage(reinterpret_cast<T *>(smem + l.w1), p.Wh, d, c.c0, c.w, true);
+    stage(reinterpret_cast<T *>(smem + l.w2), p.Ww, d, c.c0, c.w, true);
+    WhT = reinterpret_cast<const T *>(smem + l.w1);
+    WwT = reinterpret_cast<const T *>(smem + l.w2);
+    tcs = 1;
+  }
+  const int64_t trs = CL ? d : 1;  // row stride of the transposed rows
+  A *dwbuf = reinterpret_cast<A *>(smem + l.dwbuf), *dpbuf = reinterpret_cast<A *>(smem + l.dpbuf);
+  A *carry = reinterpret_cast<A *>(smem + l.carry), *dhv = reinterpret_cast<A *>(smem + l.dhv);
+  A *dpl = reinterpret_cast<A *>(smem + l.dpl), *dsa = reinterpret_cast<A *>(smem + l.dsa);
+  A *dsr = reinterpret_cast<A *>(smem + l.dsr);
+  auto dHat = [&](int g, int64_t i, int64_t jj) -> A & { return dH[(g * N + i) * R + jj]; };
+  for (int64_t k = threadIdx.x; k < BG * N * c.w; k += blockDim.x) {
+    const int g = (int)(k / (N * c.w));
+    const int64_t i = (k / c.w) % N, jj = k % c.w, bi = c.batch(g);
+    dHat(g, i, jj) = p.dtapeT && bi < p.B ? load(p.dtapeT + (bi * N + i) * d + c.c0 + jj) : (A)0;
+  }
+  for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x) {
+    const int g = (int)(k / c.w);
+    const int64_t jj = k % c.w, bi = c.batch(g);
+    carry[g * R + jj] = p.dhT && bi < p.B ? load(p.dhT + bi * d + c.c0 + jj) : (A)0;
+  }
+  const int64_t K = (p.nt + C - 1) / C;
+  for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
+    const int64_t t0 = kseg * C, L = min(C, p.nt - t0);
+    // ---- replay the segment from its checkpoint ----
+    for (int64_t k = threadIdx.x; k < BG * N * c.w; k += blockDim.x) {
+      const int g = (int)(k / (N * c.w));
+      const int64_t i = (k / c.w) % N, jj = k % c.w, bi = c.batch(g);
+      c.tp(g, i, jj) = bi < p.B ? p.ck_in[((bi * K + kseg) * N + i) * d + c.c0 + jj] : (A)0;
+    }
+    if (t0 > 0)
+      load_state(c, p.hs_in + (t0 - 1) * d, p.nt * d);
+    else
+      load_state(c, p.h0, d);
+    for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x)
+      hown[(k / c.w) * R + k % c.w] = c.hbuf[(k / c.w) * d + c.c0 + k % c.w];
+    sync_all<CL>();
+    phase_scores(c, Ww, c.hbuf, false, (A *)nullptr);
+    phase_attend(c, false);
+    for (int64_t s = 0; s < L; s++) {
+      const int64_t t = t0 + s;
+      for (int64_t k = threadIdx.x; k < BG * NR; k += blockDim.x) seg[s * BG * NR + k] = work[k];
+      for (int64_t k = threadIdx.x; k < BG * N; k += blockDim.x) rs[s * BG * N + k] = c.rbuf[k];
+      A *hc = c.hbuf + (s & 1) * BG * d, *hn = c.hbuf + ((s + 1) & 1) * BG * d;
+      phase_h(c, Wh, t, p.xw, p.b, hc, hn, (T *)nullptr, (T *)nullptr, hown + (s + 1) * BG * R);
+      sync_all<CL>();
+      phase_scores(c, Ww, hn, true, wown + s * BG * R);
+      phase_attend(c, true);
+      for (int64_t k = threadIdx.x; k < BG * N; k += blockDim.x) as[s * BG * N + k] = c.abuf[k];
+    }
+    __syncthreads();
+    // ---- walk the segment backwards ----
+    for (int64_t s = L - 1; s >= 0; s--) {
+      const int64_t t = t0 + s;
+      const A *Hs = seg + s * BG * NR, *r = rs + s * BG * N, *a = as + s * BG * N;
+      const A *w = wown + s * BG * R, *h = hown + (s + 1) * BG * R, *hp = hown + s * BG * R;
+      auto Hat = [&](int g, int64_t i, int64_t jj) { return Hs[(g * N + i) * R + jj]; };
+      // P1: dh so far; da partials; dw = sum_i a_i dH'[i, :] to every CTA
+      for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x) {
+        const int g = (int)(k / c.w);
+        const int64_t jj = k % c.w, bi = c.batch(g), j = c.c0 + jj;
+        const bool ok = bi < p.B;
+        dhv[g * R + jj] = (ok ? load(p.dhs + (bi * p.nt + t) * d + j) : (A)0) + carry[g * R + jj];
+        A acc = 0;
+        for (int64_t i = 0; i < N; i++) acc += a[g * N + i] * dHat(g, i, jj);
+        if (ok) store(p.dw + (bi * p.nt + t) * d + j, acc);
+        put_all<CL>(dwbuf + g * d + j, acc, c.cs);
+      }
+      for (int64_t k = c.warp; k < BG * N; k += c.nwarps) {
+        const int g = (int)(k / N);
+        const int64_t i = k % N;
+        A sum = 0;
+        for (int64_t jj = c.lane; jj < c.w; jj += 32)
+          sum += dHat(g, i, jj) * (w[g * R + jj] - Hat(g, i, jj));
+        sum = warp_sum(sum);
+        if (c.lane == 0) put_all<CL>(c.part1 + (c.rank * BG + g) * (N + 1) + i, sum, c.cs);
+      }
+      sync_all<CL>();
+      // P2: through a = softmax(scale H h); dpre; the write's and the read's share of dH
+      if (c.warp < BG) {
+        const int g = c.warp;
+        A ada = 0;
+        for (int64_t i = c.lane; i < N; i += 32) {
+          A da = 0;
+          for (int q = 0; q < c.cs; q++) da += c.part1[(q * BG + g) * (N + 1) + i];
+          dsa[g * N + i] = da;
+          ada += a[g * N + i] * da;
+        }
+        ada = warp_sum(ada);
+        for (int64_t i = c.lane; i < N; i += 32) dsa[g * N + i] = a[g * N + i] * (dsa[g * N + i] - ada);
+      }
+      __syncthreads();
+      {
+        const int64_t bme = c.batch(c.lane);
+        const bool fin = c.lane < BG && bme < p.B;
+        for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
+          A acc[BG] = {};
+          dots_scalar<T, BG>(WwT + jj * trs, tcs, dwbuf, d, c.lane, acc);
+#pragma unroll
+          for (int g = 0; g < BG; g++)
+            for (int64_t i = c.lane; i < N; i += 32) acc[g] += c.scale * dsa[g * N + i] * Hat(g, i, jj);
+          const A tot = reduce_pick<A, BG>(acc, c.lane);
+          if (c.lane < BG) {
+            const int g = c.lane;
+            const A hv = h[g * R + jj], dpre = (dhv[g * R + jj] + tot) * ((A)1 - hv * hv);
+            dpl[g * R + jj] = dpre;
+            if (fin) store(p.dxw + (bme * p.nt + t) * d + c.c0 + jj, dpre);
+            put_all<CL>(dpbuf + g * d + c.c0 + jj, dpre, c.cs);
+          }
+        }
+      }
+      __syncthreads();
+      for (int64_t k = threadIdx.x; k < BG * N * c.w; k += blockDim.x) {
+        const int g = (int)(k / (N * c.w));
+        const int64_t i = (k / c.w) % N, jj = k % c.w;
+        A &x = dHat(g, i, jj);
+        x = ((A)1 - a[g * N + i]) * x + c.scale * dsa[g * N + i] * h[g * R + jj] +
+            r[g * N + i] * dpl[g * R + jj];
+      }
+      for (int64_t k = c.warp; k < BG * N; k += c.nwarps) {
+        const int g = (int)(k / N);
+        const int64_t i = k % N;
+        A sum = 0;
+        for (int64_t jj = c.lane; jj < c.w; jj += 32) sum += Hat(g, i, jj) * dpl[g * R + jj];
+        sum = warp_sum(sum);
+        if (c.lane == 0) put_all<CL>(c.part2 + (c.rank * BG + g) * (N + 1) + i, sum, c.cs);
+      }
+      sync_all<CL>();
+      // P3: through r = softmax(scale H h_{t-1}); the carry into h_{t-1}
+      if (c.warp < BG) {
+        const int g = c.warp;
+        A rdr = 0;
+        for (int64_t i = c.lane; i < N; i += 32) {
+          A dr = 0;
+          for (int q = 0; q < c.cs; q++) dr += c.part2[(q * BG + g) * (N + 1) + i];
+          dsr[g * N + i] = dr;
+          rdr += r[g * N + i] * dr;
+        }
+        rdr = warp_sum(rdr);
+        for (int64_t i = c.lane; i < N; i += 32) dsr[g * N + i] = r[g * N + i] * (dsr[g * N + i] - rdr);
+      }
+      __syncthreads();
+      for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
+        A acc[BG] = {};
+        dots_scalar<T, BG>(WhT + jj * trs, tcs, dpbuf, d, c.lane, acc);
+#pragma unroll
+        for (int g = 0; g < BG; g++)
+          for (int64_t i = c.lane; i < N; i += 32) acc[g] += c.scale * dsr[g * N + i] * Hat(g, i, jj);
+        const A tot = reduce_pick<A, BG>(acc, c.lane);
+        if (c.lane < BG) carry[c.lane * R + jj] = tot;
+      }
+      for (int64_t k = threadIdx.x; k < BG * N * c.w; k += blockDim.x) {
+        const int g = (int)(k / (N * c.w));
+        const int64_t i = (k / c.w) % N, jj = k % c.w;
+        dHat(g, i, jj) += c.scale * dsr[g * N + i] * hp[g * R + jj];
+      }
+      __syncthreads();
+    }
+  }
+  for (int64_t k = threadIdx.x; k < BG * N * c.w; k += blockDim.x) {
+    const int g = (int)(k / (N * c.w));
+    const int64_t i = (k / c.w) % N, jj = k % c.w, bi = c.batch(g);
+    if (bi < p.B) store(p.dtape0 + (bi * N + i) * d + c.c0 + jj, dHat(g, i, jj));
+  }
+  for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x) {
+    const int g = (int)(k / c.w);
+    const int64_t jj = k % c.w, bi = c.batch(g);
+    if (bi < p.B) store(p.dh0 + bi * d + c.c0 + jj, carry[g * R + jj]);
+  }
+}
+
+// ---- planning ----
+
+struct Plan23 {
+  Plan pl;
+  bool tape_smem;
+  int64_t per_cta, ctas;
+};
+
+template <typename T>
+cudaError_t plan23(int64_t B, int64_t N, int64_t d, int64_t C, bool bwd, Plan23 *out) {
+  using A = acc_t<T>;
+  DeviceInfo info;
+  cudaError_t e = device_info(&info);
+  if (e) return e;
+  const size_t cap = (size_t)info.smem_optin;
+  if (sizeof(T) <= 4 && cap > 0) {
+    for (int cs : {8, 16}) {
+      const int64_t R = (d + cs - 1) / cs;
+      for (int g = pick_bg(B, cs, info.sms); g >= 1; g /= 2)
+        for (int ts = bwd ? 0 : 1; ts >= 0; ts--) {
+          const Lay l = layout(d, N, R, g, cs, true, bwd, ts, sizeof(T), sizeof(A));
+          if (l.total > cap) continue;
+          const int64_t groups = (B + g - 1) / g;
+          *out = Plan23{Plan{true, cs, g, R, l.total, false}, ts != 0,
+                        scratch_elems(N, R, C, g, bwd, ts), groups * cs};
+          return cudaSuccess;
+        }
+    }
+  }
+  const int g = B > info.sms ? 4 : 1;
+  const Lay l = layout(d, N, d, g, 1, false, bwd, false, sizeof(T), sizeof(A));
+  if (l.total > (cap > 0 ? cap : 48 * 1024)) return cudaErrorInvalidValue;
+  *out = Plan23{Plan{false, 1, g, d, l.total, false}, false, scratch_elems(N, d, C, g, bwd, false),
+                (B + g - 1) / g};
+  return cudaSuccess;
+}
+
+template <typename T, bool BWD> struct Pick {
+  using fn = void (*)(P23<T>);
+  static fn get(bool cl, int bg) {
+    if constexpr (sizeof(T) <= 4) {
+      if (cl) switch (bg) {
+        case 1: return BWD ? e23_bwd<T, 1, true> : e23_fwd<T, 1, true>;
+        case 2: return BWD ? e23_bwd<T, 2, true> : e23_fwd<T, 2, true>;
+        case 4: return BWD ? e23_bwd<T, 4, true> : e23_fwd<T, 4, true>;
+        default: return BWD ? e23_bwd<T, 8, true> : e23_fwd<T, 8, true>;
+        }
+    }
+    if (bg == 1) return BWD ? e23_bwd<T, 1, false> : e23_fwd<T, 1, false>;
+    return BWD ? e23_bwd<T, 4, false> : e23_fwd<T, 4, false>;
+  }
+};
+
+// The plan actually launched: a cluster plan that cannot be scheduled falls back (before any
+// scratch is sized, so the scratch query and the launch agree).
+template <typename T, bool BWD>
+cudaError_t final_plan(int64_t B, int64_t N, int64_t d, int64_t C, Plan23 *pl) {
+  cudaError_t e = plan23<T>(B, N, d, C, BWD, pl);
+  if (e || !pl->pl.cl) return e;
+  if (cluster_fits(Pick<T, BWD>::get(true, pl->pl.bg), pl->pl)) return cudaSuccess;
+  using A = acc_t<T>;
+  const int g = pl->pl.bg > 1 ? 4 : 1;
+  const Lay l = layout(d, N, d, g, 1, false, BWD, false, sizeof(T), sizeof(A));
+  *pl = Plan23{Plan{false, 1, g, d, l.total, false}, false, scratch_elems(N, d, C, g, BWD, false),
+               (B + g - 1) / g};
+  return cudaSuccess;
+}
+
+template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
+  Plan23 pl;
+  cudaError_t e = final_plan<T, BWD>(p.B, p.N, p.d, p.C, &pl);
+  if (e) return e;
+  p.R = pl.pl.R;
+  p.per_cta = pl.per_cta;
+  p.tape_smem = pl.tape_smem;
+  p.scratch = static_cast<acc_t<T> *>(scratch);
+  return launch(Pick<T, BWD>::get(pl.pl.cl, pl.pl.bg), pl.pl, (unsigned)pl.ctas, stream, p);
+}
+
+}  // namespace
+
+extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64_t d, int64_t C,
+                                     int backward, size_t *bytes) {
+  ENG_KC_FLOAT_TYPES(dt, {
+    Plan23 pl;
+    cudaError_t e = backward ? final_plan<T, true>(B, N, d, C, &pl) : final_plan<T, false>(B, N, d, C, &pl);
+    if (e) return (int)e;
+    *bytes = (size_t)(pl.per_cta * pl.ctas) * sizeof(acc_t<T>);
+  })
+  return 0;
+}
+
+extern "C" int eng_kcuda_e23_forward(eng_dtype_t dt, int64_t B, int64_t T_, int64_t N, int64_t d,
+                                     int64_t C, const void *xw, const void *Wh, const void *Ww,
+                                     const void *b, const void *h0, const void *tape0, void *hs,
+                                     void *hT, void *tapeT, void *ckpt, void *scratch,
+                                     cudaStream_t stream) {
+  ENG_KC_FLOAT_TYPES(dt, {
+    P23<T> p{};
+    p.B = B, p.nt = T_, p.N = N, p.d = d, p.C = C;
+    p.xw = (const T *)xw, p.Wh = (const T *)Wh, p.Ww = (const T *)Ww, p.b = (const T *)b;
+    p.h0 = (const T *)h0, p.tape0 = (const T *)tape0;
+    p.hs = (T *)hs, p.hT = (T *)hT, p.tapeT = (T *)tapeT, p.ckpt = (acc_t<T> *)ckpt;
+    return (int)run<T, false>(p, scratch, stream);
+  })
+  return 0;
+}
+
+extern "C" int eng_kcuda_e23_backward(eng_dtype_t dt, int64_t B, int64_t T_, int64_t N, int64_t d,
+                                      int64_t C, const void *xw, const void *Wh, const void *Ww,
+                                      const void *b, const void *h0, const void *hs,
+                                      const void *ckpt, const void *dhs, const void *dhT,
+                                      const void *dtapeT, void *dxw, void *dw, void *dh0,
+                                      void *dtape0, void *scratch, cudaStream_t stream) {
+  ENG_KC_FLOAT_TYPES(dt, {
+    P23<T> p{};
+    p.B = B, p.nt = T_, p.N = N, p.d = d, p.C = C;
+    p.xw = (const T *)xw, p.Wh = (const T *)Wh, p.Ww = (const T *)Ww, p.b = (const T *)b;
+    p.h0 = (const T *)h0, p.hs_in = (const T *)hs, p.ck_in = (const acc_t<T> *)ckpt;
+    p.dhs = (const T *)dhs, p.dhT = (const T *)dhT, p.dtapeT = (const T *)dtapeT;
+    p.dxw = (T *)dxw, p.dw = (T *)dw, p.dh0 = (T *)dh0, p.dtape0 = (T *)dtape0;
+    return (int)run<T, true>(p, scratch, stream);
+  })
+  return 0;
+}

@@ -1,0 +1,473 @@
+// E88 forward and backward. The recurrence is a chain of T dependent steps per (b, h), but its
+// columns are independent chains: column j of S only needs k^, q^, decay and v_j, g_j. So one
+// block runs one (b, h), and each column is owned by P = n/8 lanes of one warp, each holding 8
+// rows of it in registers; a warp holds CW = 32/P columns. The column dot products S^T k^ and
+// S^T q^ are 8 FMAs and log2(P) shuffles, with no block barrier inside the chain. The inputs of
+// a chunk of steps are staged in shared memory (k^ and q^ normalized once per step, silu(g)
+// once) between barriers; several blocks per SM hide each other's staging.
+//
+// The backward replays each checkpointed segment from its checkpoint, keeping the states of up
+// to Lb steps in shared memory (each thread its own 8 values), then walks them backward with dS
+// in registers. The gradients that sum over columns (dq^, dk^, ddecay) are reduce-scattered
+// within the warp and summed across warps at the end of each chunk, where the normalization's
+// backward turns dq^, dk^ into dq, dk.
+#include <type_traits>
+
+#include "cuda/common.cuh"
+#include "cuda/e88.h"
+
+namespace {
+
+using namespace eng_kc;
+
+constexpr int R = 8;           // rows of a column per thread
+constexpr float kEps = 1e-6f;  // the l2 normalization's epsilon
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kFwdMaxChunk = 64;
+constexpr int kBwdMaxSeg = 64;                 // ckpt_every limit of the backward
+constexpr size_t kFwdSmem = 48 * 1024;         // forward chunk budget (no opt-in needed)
+constexpr size_t kBwdSmem = 74 * 1024;         // backward budget: 3 blocks per SM on H100/H200
+constexpr size_t kMaxSmem = 200 * 1024;        // what the backward may grow to when it must
+
+template <int N> struct Geo {
+  static constexpr int P = N / R;    // lanes per column
+  static constexpr int CW = 32 / P;  // columns per warp
+  static_assert(N % R == 0 && 32 % (N / R) == 0 && N / R >= 2, "n must be 16, 32 or 64");
+};
+
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The state's activation: the hardware tanh for 16-bit values, tanhf for f32.
+template <bool FAST> __device__ __forceinline__ float act(float x, bool lin) {
+  if (lin) return x;
+  return FAST ? tanh_approx(x) : tanhf(x);
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + __expf(-x)); }
+
+// Sum over the P lanes of a column (lanes lane ^ CW, lane ^ 2CW, ...).
+template <int N> __device__ __forceinline__ float column_sum(float x) {
+#pragma unroll
+  for (int m = Geo<N>::CW; m < 32; m <<= 1) x += __shfl_xor_sync(kFull, x, m);
+  return x;
+}
+
+__device__ __forceinline__ void load8(const float *p, float (&x)[R]) {
+  const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+__device__ __forceinline__ void store8(float *p, const float (&x)[R]) {
+  reinterpret_cast<float4 *>(p)[0] = make_float4(x[0], x[1], x[2], x[3]);
+  reinterpret_cast<float4 *>(p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+}
+
+__device__ __forceinline__ float dot8(const float (&a)[R], const float (&b)[R]) {
+  float x = a[0] * b[0], y = a[1] * b[1];
+#pragma unroll
+  for (int r = 2; r < R; r += 2) {
+    x = fmaf(a[r], b[r], x);
+    y = fmaf(a[r + 1], b[r + 1], y);
+  }
+  return x + y;
+}
+
+struct Params {
+  const void *q, *k, *v, *decay, *g, *dy;
+  const float *S0, *ckpt_in, *dS_T;
+  void *y, *dq, *dk, *dv, *ddecay, *dg;
+  float *S_T, *ckpt, *dS0;
+  int B, T, H, V, C, nck, L;  // L: steps per chunk (forward) or per replayed chunk (backward)
+  bool l2, lin, gate;
+};
+
+// The thread's place: column j, rows i0 .. i0+7; (b, h) of the block.
+template <int N> struct Place {
+  int tid, lane, warp, nwarps, rg, j, i0, bh, b, h;
+  __device__ Place(int H) {
+    tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+    rg = lane / Geo<N>::CW;
+    j = warp * Geo<N>::CW + lane % Geo<N>::CW;
+    i0 = rg * R;
+    bh = blockIdx.x, b = bh / H, h = bh % H;
+  }
+};
+
+__device__ __forceinline__ int64_t row_of(const Params &p, int b, int t, int h) {
+  return ((int64_t)b * p.T + t) * p.H + h;
+}
+
+// Stages steps t0 .. t0+len-1 of (b, h): q, k into qf, kf [len][N] (normalized when l2, with the
+// norms into qn, kn when given), v into vf, g (or silu(g) when `silu`) into gf, dy into dyf (when
+// given) [len][V], decay into df [len]. Ends with a barrier.
+template <typename T, int N>
+__device__ void stage(const Params &p, int b, int h, int t0, int len, float *qf, float *kf,
+                      float *qn, float *kn, float *vf, float *gf, float *dyf, float *df, bool silu) {
+  const int tid = threadIdx.x, nt = blockDim.x, V = p.V;
+  const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v, *g = (const T *)p.g,
+          *dy = (const T *)p.dy, *dec = (const T *)p.decay;
+  for (int e = tid; e < len * N; e += nt) {
+    const int u = e / N, i = e % N;
+    const int64_t at = row_of(p, b, t0 + u, h) * N + i;
+    qf[e] = load(q + at);
+    kf[e] = load(k + at);
+  }
+  for (int e = tid; e < len * V; e += nt) {
+    const int u = e / V, jj = e - u * V;
+    const int64_t at = row_of(p, b, t0 + u, h) * V + jj;
+    vf[e] = load(v + at);
+    if (p.gate) {
+      const float x = load(g + at);
+      gf[e] = silu ? x * sigmoidf_(x) : x;
+    }
+    if (dyf) dyf[e] = load(dy + at);
+  }
+  for (int u = tid; u < len; u += nt) df[u] = load(dec + row_of(p, b, t0 + u, h));
+  __syncthreads();
+  if (!p.l2) return;
+  // one warp per row: the norm, then the row scaled in place
+  const int lane = tid & 31, warp = tid >> 5, nwarps = nt >> 5;
+  for (int r = warp; r < 2 * len; r += nwarps) {
+    float *row = r < len ? kf + r * N : qf + (r - len) * N;
+    const float a = lane < N ? row[lane] : 0.f, c = lane + 32 < N ? row[lane + 32] : 0.f;
+    const float norm = sqrtf(warp_sum(a * a + c * c)), inv = 1.f / (norm + kEps);
+    if (lane < N) row[lane] = a * inv;
+    if (lane + 32 < N) row[lane + 32] = c * inv;
+    if (lane == 0 && kn) (r < len ? kn[r] : qn[r - len]) = norm;
+  }
+  __syncthreads();
+}
+
+// ---------------- forward ----------------
+
+template <typename T, int N>
+__global__ void e88_forward_kernel(Params p) {
+  constexpr bool FAST = !std::is_same<T, float>::value;
+  const Place<N> pl(p.H);
+  const int V = p.V, L = p.L;
+  extern __shared__ float4 smem4[];
+  float *kf = reinterpret_cast<float *>(smem4), *qf = kf + L * N, *vf = qf + L * N,
+        *gf = vf + L * V, *yf = gf + L * V, *df = yf + L * V;
+  const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
+  float s[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) s[r] = p.S0 ? p.S0[sbase + (int64_t)r * V] : 0.f;
+
+  for (int t0 = 0; t0 < p.T; t0 += L) {
+    const int len = min(L, p.T - t0);
+    stage<T, N>(p, pl.b, pl.h, t0, len, qf, kf, nullptr, nullptr, vf, gf, nullptr, df, true);
+    for (int u = 0; u < len; u++) {
+      const int t = t0 + u;
+      if (p.ckpt && t % p.C == 0) {
+        float *c = p.ckpt + ((int64_t)pl.bh * p.nck + t / p.C) * N * V + (int64_t)pl.i0 * V + pl.j;
+#pragma unroll
+        for (int r = 0; r < R; r++) c[(int64_t)r * V] = s[r];
+      }
+      float kh[R], qh[R];
+      load8(kf + u * N + pl.i0, kh);
+      load8(qf + u * N + pl.i0, qh);
+      const float delta = vf[u * V + pl.j] - column_sum<N>(dot8(s, kh)), dec = df[u];
+#pragma unroll
+      for (int r = 0; r < R; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), p.lin);
+      const float o = column_sum<N>(dot8(s, qh));
+      if (pl.rg == 0) yf[u * V + pl.j] = p.gate ? o * gf[u * V + pl.j] : o;
+    }
+    __syncthreads();
+    T *y = (T *)p.y;
+    for (int e = pl.tid; e < len * V; e += blockDim.x) {
+      const int u = e / V, jj = e - u * V;
+      store(y + row_of(p, pl.b, t0 + u, pl.h) * V + jj, yf[e]);
+    }
+    // the next chunk's staging rewrites only kf..gf, df; yf is rewritten after its barriers
+  }
+  if (p.S_T) {
+#pragma unroll
+    for (int r = 0; r < R; r++) p.S_T[sbase + (int64_t)r * V] = s[r];
+  }
+}
+
+// ---------------- backward ----------------
+
+// Reduce-scatter of 16 values over the CW lanes of a row group: afterwards lane c holds in
+// a[0 .. 16/CW) the sums of values c*16/CW ...
+template <int N> __device__ __forceinline__ void reduce_scatter(float (&a)[2 * R], int lane) {
+  constexpr int CW = Geo<N>::CW;
+#pragma unroll
+  for (int lvl = 0; (CW >> (lvl + 1)) >= 1; lvl++) {
+    const int m = CW >> (lvl + 1), half = R >> lvl;
+    const bool upper = (lane & m) != 0;
+#pragma unroll
+    for (int x = 0; x < half; x++) {
+      const float send = upper ? a[x] : a[x + half], keep = upper ? a[x + half] : a[x];
+      a[x] = keep + __shfl_xor_sync(kFull, send, m);
+    }
+  }
+}
+
+// The backward's shared memory, in floats, for chunks of Lb steps and segments of C.
+struct BwdLayout {
+  int states, kf, qf, vf, gf, dyf, df, kn, qn, dl, of, red, rdd, total;
+  __host__ __device__ BwdLayout(int N, int V, int C, int Lb, int nthreads) {
+    const int nwarps = nthreads / 32;
+    states = 0;
+    kf = states + Lb * nthreads * R;
+    qf = kf + C * N;
+    vf = qf + C * N;
+    gf = vf + C * V;
+    dyf = gf + C * V;
+    dl = dyf + C * V;
+    of = dl + Lb * V;
+    red = of + Lb * V;
+    rdd = red + nwarps * Lb * 2 * N;
+    df = rdd + nwarps * Lb;
+    kn = df + C;
+    qn = kn + C;
+    total = qn + C;
+  }
+};
+
+template <typename T, int N>
+__global__ void e88_backward_kernel(Params p) {
+  constexpr bool FAST = !std::is_same<T, float>::value;
+  constexpr int CW = Geo<N>::CW, PER = 2 * R / CW;  // reduce-scatter values per lane
+  const Place<N> pl(p.H);
+  const int V = p.V, C = p.C, Lb = p.L;
+  extern __shared__ float4 smem4[];
+  float *sm = reinterpret_cast<float *>(smem4);
+  const BwdLayout lay(N, V, C, Lb, blockDim.x);
+  float *states = sm + lay.states, *kf = sm + lay.kf, *qf = sm + lay.qf, *vf = sm + lay.vf,
+        *gf = sm + lay.gf, *dyf = sm + lay.dyf, *df = sm + lay.df, *kn = sm + lay.kn,
+        *qn = sm + lay.qn, *dl = sm + lay.dl, *of = sm + lay.of, *red = sm + lay.red,
+        *rdd = sm + lay.rdd;
+  const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
+  T *dq = (T *)p.dq, *dk = (T *)p.dk, *dv = (T *)p.dv, *ddecay = (T *)p.ddecay, *dg = (T *)p.dg;
+
+  float dS[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) dS[r] = p.dS_T ? p.dS_T[sbase + (int64_t)r * V] : 0.f;
+
+  for (int seg = p.nck - 1; seg >= 0; seg--) {
+    const int t0 = seg * C, t1 = min(t0 + C, p.T);
+    __syncthreads();  // the previous segment is done with the staged inputs
+    stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, qf, kf, qn, kn, vf, gf, dyf, df, false);
+    for (int c1 = t1; c1 > t0; c1 -= Lb) {
+      const int c0 = max(t0, c1 - Lb);
+      // replay t0 .. c1-1 from the checkpoint, keeping the states of c0 .. c1-1
+      float s[R], prev[R];
+      const float *ck = p.ckpt_in + ((int64_t)pl.bh * p.nck + seg) * N * V + (int64_t)pl.i0 * V + pl.j;
+#pragma unroll
+      for (int r = 0; r < R; r++) prev[r] = s[r] = ck[(int64_t)r * V];
+      for (int t = t0; t < c1; t++) {
+        const int us = t - t0;
+        float kh[R];
+        load8(kf + us * N + pl.i0, kh);
+        const float delta = vf[us * V + pl.j] - column_sum<N>(dot8(s, kh)), dec = df[us];
+#pragma unroll
+        for (int r = 0; r < R; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), p.lin);
+        if (t == c0 - 1) {
+#pragma unroll
+          for (int r = 0; r < R; r++) prev[r] = s[r];
+        }
+        if (t >= c0) {
+          const int u = t - c0;
+          store8(states + ((int64_t)u * blockDim.x + pl.tid) * R, s);
+          float o = 0.f;
+          if (p.gate) {
+            float qh[R];
+            load8(qf + us * N + pl.i0, qh);
+            o = column_sum<N>(dot8(s, qh));
+          }
+          if (pl.rg == 0) {
+            dl[u * V + pl.j] = delta;
+            of[u * V + pl.j] = o;
+          }
+        }
+      }
+      __syncwarp();
+      // walk c1-1 .. c0 backward
+      for (int t = c1 - 1; t >= c0; t--) {
+        const int u = t - c0, us = t - t0;
+        float sn[R], sp[R], kh[R], qh[R], a[2 * R];
+        load8(states + ((int64_t)u * blockDim.x + pl.tid) * R, sn);
+        if (u > 0) {
+          load8(states + ((int64_t)(u - 1) * blockDim.x + pl.tid) * R, sp);
+        } else {
+#pragma unroll
+          for (int r = 0; r < R; r++) sp[r] = prev[r];
+        }
+        load8(kf + us * N + pl.i0, kh);
+        load8(qf + us * N + pl.i0, qh);
+        const float dyj = dyf[us * V + pl.j], delta = dl[u * V + pl.j], dec = df[us];
+        float dov = dyj, dgj = 0.f;
+        if (p.gate) {
+          const float gj = gf[us * V + pl.j], sg = sigmoidf_(gj);
+          dov = dyj * gj * sg;
+          dgj = dyj * of[u * V + pl.j] * sg * (1.f + gj * (1.f - sg));
+        }
+        float dP[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+          dS[r] = fmaf(qh[r], dov, dS[r]);
+          a[r] = sn[r] * dov;  // dq^ partial
+          dP[r] = p.lin ? dS[r] : dS[r] * fmaf(-sn[r], sn[r], 1.f);
+        }
+        const float ddl = column_sum<N>(dot8(dP, kh));
+        const float ddec_part = dot8(dP, sp);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+          a[R + r] = fmaf(dP[r], delta, -sp[r] * ddl);  // dk^ partial
+          dS[r] = fmaf(dec, dP[r], -kh[r] * ddl);
+        }
+        if (pl.rg == 0) {
+          const int64_t at = row_of(p, pl.b, t, pl.h) * V + pl.j;
+          store(dv + at, ddl);
+          if (p.gate) store(dg + at, dgj);
+        }
+        reduce_scatter<N>(a, pl.lane);
+        const int c = pl.lane % CW;
+        float *rw = red + ((pl.warp * Lb + u) * 2) * N;
+#pragma unroll
+        for (int x = 0; x < PER; x++) {
+          const int idx = c * PER + x, kind = idx / R;  // 0: dq^, 1: dk^
+          rw[kind * N + pl.i0 + idx % R] = a[x];
+        }
+        const float dd = warp_sum(ddec_part);
+        if (pl.lane == 0) rdd[pl.warp * Lb + u] = dd;
+      }
+      __syncthreads();
+      // the chunk's dq, dk rows (one warp a row) and ddecay
+      const int len = c1 - c0;
+      for (int rr = pl.warp; rr < 2 * len; rr += pl.nwarps) {
+        const int kind = rr / len, u = rr - kind * len, us = c0 + u - t0;
+        const float *xh = (kind == 0 ? qf : kf) + us * N;
+        float g0 = 0.f, g1 = 0.f;
+        for (int w = 0; w < pl.nwarps; w++) {
+          const float *rw = red + ((w * Lb + u) * 2 + kind) * N;
+          if (pl.lane < N) g0 += rw[pl.lane];
+          if (pl.lane + 32 < N) g1 += rw[pl.lane + 32];
+        }
+        if (p.l2) {
+          const float x0 = pl.lane < N ? xh[pl.lane] : 0.f, x1 = pl.lane + 32 < N ? xh[pl.lane + 32] : 0.f;
+          const float dot = warp_sum(x0 * g0 + x1 * g1), a = (kind == 0 ? qn : kn)[us],
+                      d = a + kEps, coef = a > 0.f ? dot * d / a : 0.f;
+          g0 = (g0 - x0 * coef) / d;
+          g1 = (g1 - x1 * coef) / d;
+        }
+        T *out = (kind == 0 ? dq : dk) + row_of(p, pl.b, c0 + u, pl.h) * N;
+        if (pl.lane < N) store(out + pl.lane, g0);
+        if (pl.lane + 32 < N) store(out + pl.lane + 32, g1);
+      }
+      for (int u = pl.tid; u < len; u += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < pl.nwarps; w++) sum += rdd[w * Lb + u];
+        store(ddecay + row_of(p, pl.b, c0 + u, pl.h), sum);
+      }
+      __syncthreads();  // red, rdd, dl, of are rewritten by the next chunk
+    }
+  }
+  if (p.dS0) {
+#pragma unroll
+    for (int r = 0; r < R; r++) p.dS0[sbase + (int64_t)r * V] = dS[r];
+  }
+}
+
+// ---------------- launchers ----------------
+
+bool n_supported(int64_t n) { return n == 16 || n == 32 || n == 64; }
+
+template <typename T, int N> int launch_forward(const Params &p0, int nthreads, cudaStream_t st) {
+  Params p = p0;
+  const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * p.V + 1);
+  int L = (int)(kFwdSmem / per_step);
+  L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
+  if (p.T > 0 && L > p.T) L = p.T;
+  p.L = L;
+  e88_forward_kernel<T, N><<<p.B * p.H, nthreads, per_step * (size_t)L, st>>>(p);
+  return (int)cudaGetLastError();
+}
+
+template <typename T, int N> int launch_backward(const Params &p0, int nthreads, cudaStream_t st) {
+  Params p = p0;
+  auto bytes = [&](int Lb) {
+    return sizeof(float) * (size_t)BwdLayout(N, p.V, p.C, Lb, nthreads).total;
+  };
+  int Lb = p.C;
+  while (Lb > 1 && bytes(Lb) > kBwdSmem) Lb--;
+  if (bytes(Lb) > kMaxSmem) return (int)cudaErrorInvalidConfiguration;
+  p.L = Lb;
+  const size_t smem = bytes(Lb);
+  cudaError_t e = cudaFuncSetAttribute(e88_backward_kernel<T, N>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return (int)e;
+  e88_backward_kernel<T, N><<<p.B * p.H, nthreads, smem, st>>>(p);
+  return (int)cudaGetLastError();
+}
+
+// Runs the body with T the value type and N the state size as compile-time constants.
+#define E88_DISPATCH(dt, n, ...)                                                     \
+  switch (dt) {                                                                       \
+  case ENG_F32: { using T = float; E88_DISPATCH_N(n, __VA_ARGS__); }                         \
+  case ENG_F16: { using T = __half; E88_DISPATCH_N(n, __VA_ARGS__); }                        \
+  case ENG_BF16: { using T = __nv_bfloat16; E88_DISPATCH_N(n, __VA_ARGS__); }                \
+  default: return (int)cudaErrorInvalidValue;                                         \
+  }
+#define E88_DISPATCH_N(n, ...)                                                       \
+  switch (n) {                                                                        \
+  case 16: { constexpr int N = 16; __VA_ARGS__; }                                            \
+  case 32: { constexpr int N = 32; __VA_ARGS__; }                                            \
+  case 64: { constexpr int N = 64; __VA_ARGS__; }                                            \
+  default: return (int)cudaErrorInvalidValue;                                         \
+  }
+
+Params params_of(const eng_e88_shape_t *s) {
+  Params p = {};
+  p.B = (int)s->B, p.T = (int)s->T, p.H = (int)s->H, p.V = (int)s->v, p.C = (int)s->ckpt_every;
+  p.nck = (int)eng_e88_n_ckpt(s->T, s->ckpt_every);
+  p.l2 = s->l2 != 0, p.lin = s->linear_state != 0;
+  return p;
+}
+
+}  // namespace
+
+extern "C" int eng_kcuda_e88_supported(const eng_e88_shape_t *s, int backward, const char **why) {
+  const char *no = NULL;
+  if (!n_supported(s->n)) no = "n_state must be 16, 32 or 64";
+  else if (s->v % (256 / s->n) != 0) no = "head_v_dim must be a multiple of 256/n_state";
+  else if (s->n * s->v > 8192) no = "n_state * head_v_dim must be at most 8192";
+  else if (s->B * s->H > 0x7fffffff || s->T > 0x7fffffff) no = "B*H and T must fit in 32 bits";
+  else if (backward && s->ckpt_every > kBwdMaxSeg) no = "ckpt_every must be at most 64";
+  if (why) *why = no;
+  return no == NULL;
+}
+
+extern "C" int eng_kcuda_e88_forward(eng_dtype_t dt, const eng_e88_shape_t *s, const void *q,
+                                     const void *k, const void *v, const void *decay,
+                                     const void *g, const float *S0, void *y, float *S_T,
+                                     float *ckpt, cudaStream_t stream) {
+  if (!eng_kcuda_e88_supported(s, 0, NULL)) return (int)cudaErrorInvalidValue;
+  if (s->B * s->H == 0) return 0;
+  Params p = params_of(s);
+  p.q = q, p.k = k, p.v = v, p.decay = decay, p.g = g, p.S0 = S0, p.y = y, p.S_T = S_T,
+  p.ckpt = ckpt, p.gate = g != NULL;
+  const int nthreads = (int)(s->n * s->v / R);
+  E88_DISPATCH(dt, s->n, return launch_forward<T, N>(p, nthreads, stream));
+}
+
+extern "C" int eng_kcuda_e88_backward(eng_dtype_t dt, const eng_e88_shape_t *s, const void *q,
+                                      const void *k, const void *v, const void *decay,
+                                      const void *g, const float *ckpt, const void *dy,
+                                      const float *dS_T, void *dq, void *dk, void *dv,
+                                      void *ddecay, void *dg, float *dS0, cudaStream_t stream) {
+  if (!eng_kcuda_e88_supported(s, 1, NULL)) return (int)cudaErrorInvalidValue;
+  if (s->B * s->H == 0) return 0;
+  Params p = params_of(s);
+  p.q = q, p.k = k, p.v = v, p.decay = decay, p.g = g, p.dy = dy, p.ckpt_in = ckpt,
+  p.dS_T = dS_T, p.dq = dq, p.dk = dk, p.dv = dv, p.ddecay = ddecay, p.dg = dg, p.dS0 = dS0,
+  p.gate = g != NULL;
+  const int nthreads = (int)(s->n * s->v / R);
+  E88_DISPATCH(dt, s->n, return launch_backward<T, N>(p, nthreads, stream));
+}
