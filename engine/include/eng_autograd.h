@@ -14,8 +14,8 @@
  * released unless retain_graph is set; a second backward through such a node is an error.
  *
  * In-place ops (copy_, fill_, ops with preset outputs) are not recorded: with grad mode on they
- * refuse to write into a tensor that requires grad or to read one (use eng_grad_set_enabled(0), as
- * optimizers and initialisers do). Grad mode is per thread. */
+ * refuse to write into a tensor that requires grad (use eng_grad_set_enabled(0), as optimizers and
+ * initialisers do); what they write from one is not part of the graph. Grad mode is per thread. */
 #ifndef ENG_AUTOGRAD_H
 #define ENG_AUTOGRAD_H
 

@@ -10,7 +10,8 @@
 typedef struct eng_ag_node eng_ag_node_t;
 
 /* Computes the gradients of a node's inputs from those of its outputs. gout[j] is the gradient of
- * output j, never NULL (zeros are made for outputs that got none). The formula sets gin[k] (a new
+ * output j; zeros are made for outputs that got none, except those in the def's optional_gout,
+ * which stay NULL. The formula sets gin[k] (a new
  * reference) for the inputs with eng_ag_needs(n, k), and may leave others NULL. A result must have
  * the input's exact shape (it may be a strided view); the engine converts its dtype and device to
  * the input's and checks the shape. */
@@ -22,6 +23,7 @@ typedef struct eng_backward_def {
   unsigned save_in;  /* bit k: keep input k for the formula */
   unsigned save_out; /* bit j: keep output j */
   unsigned no_grad_in; /* bit k: input k is never differentiable (indices, conditions) */
+  unsigned optional_gout; /* bit j: the formula takes NULL for output j when it got no gradient */
 } eng_backward_def_t;
 
 #define AG_IN(k) (1u << (k))
@@ -82,7 +84,7 @@ typedef struct {
 /* ---- recording (graph.c) ---- */
 /* Called by eng_op_dispatch after a kernel ran: records a node when an input requires grad. */
 eng_status_t eng_ag_record_op(const eng_op_call_t *call, const eng_backward_def_t *def, const char *name);
-/* Refuses in-place writes that autograd cannot follow (dispatch calls it for preset outputs). */
+/* Refuses in-place writes into tensors that require grad (dispatch calls it for preset outputs). */
 eng_status_t eng_ag_check_inplace(const eng_op_call_t *call, const char *name);
 /* Records a view node from `base` to `view` (view.c calls it); i[] as documented per kind. */
 eng_status_t eng_ag_record_view(eng_tensor_t *base, eng_tensor_t *view, eng_ag_view_kind_t kind,
@@ -122,7 +124,7 @@ eng_status_t eng_ag_unreduce(eng_tensor_t *g, const eng_ag_tmeta_t *in, const en
 extern const eng_backward_def_t eng_bw_unary, eng_bw_binary, eng_bw_clamp, eng_bw_where,
     eng_bw_reduce, eng_bw_softmax, eng_bw_log_softmax, eng_bw_layer_norm, eng_bw_rms_norm,
     eng_bw_cross_entropy, eng_bw_matmul, eng_bw_linear, eng_bw_embedding, eng_bw_index_select,
-    eng_bw_gather, eng_bw_cat, eng_bw_copy;
+    eng_bw_gather, eng_bw_cat, eng_bw_copy, eng_bw_add_rms_norm, eng_bw_e1, eng_bw_e23, eng_bw_e88;
 
 /* The view backward (views.c). */
 eng_status_t eng_ag_view_backward(eng_ag_node_t *n, eng_tensor_t *g, eng_tensor_t **gin);

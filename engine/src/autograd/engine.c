@@ -156,7 +156,8 @@ static eng_status_t run_node(eng_ag_node_t *x, capture_t *cap, int retain, node_
     go[j] = x->gbuf[j];
     x->gbuf[j] = NULL;
     if (cap && go[j]) capture_add(cap, x, j, go[j], &st);
-    if (!st && !go[j]) st = eng_ag_zeros(&x->out_meta[j], &go[j]);
+    int optional = x->def && (x->def->optional_gout & AG_IN(j));
+    if (!st && !go[j] && !optional) st = eng_ag_zeros(&x->out_meta[j], &go[j]);
   }
   if (!st) st = x->def ? x->def->fn(x, go, gin) : eng_ag_view_backward(x, go[0], &gin[0]);
   for (int j = 0; j < x->n_out; j++) eng_tensor_release(go[j]);

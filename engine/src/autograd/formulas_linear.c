@@ -1,4 +1,4 @@
-/* Backward formulas of linear (with its fused activations), cat and copy. */
+/* Backward formulas of linear (with its fused activations), cat, copy and the indexing ops. */
 #include <math.h>
 
 #include "autograd/autograd_internal.h"
@@ -107,3 +107,48 @@ static eng_status_t copy_bw(eng_ag_node_t *n, eng_tensor_t *const *gout, eng_ten
   return ENG_OK;
 }
 const eng_backward_def_t eng_bw_copy = {.fn = copy_bw};
+
+/* ---- indexing: the gradient is scattered back with index_add / scatter_add ---- */
+static eng_status_t zeros_like_input(const eng_ag_node_t *n, int k, const eng_tensor_t *g, eng_tensor_t **out) {
+  eng_ag_tmeta_t m = n->in_meta[k];
+  m.dtype = g->dtype;
+  return eng_ag_zeros(&m, out);
+}
+
+/* embedding(ids, weight): rows of g added into the rows of a zero table that the ids picked. */
+static eng_status_t embedding_bw(eng_ag_node_t *n, eng_tensor_t *const *gout, eng_tensor_t **gin) {
+  eng_tensor_t *ids = eng_ag_in(n, 0), *g = gout[0], *flat_ids, *rows, *z;
+  const eng_ag_tmeta_t *w = &n->in_meta[1];
+  int64_t rshape[ENG_MAX_DIMS], all = -1;
+  rshape[0] = -1;
+  for (int d = 1; d < w->ndim; d++) rshape[d] = w->shape[d];
+  eng_status_t st = eng_tensor_reshape(ids, &all, 1, &flat_ids);
+  if (st) return st;
+  st = eng_tensor_reshape(g, rshape, w->ndim, &rows);
+  if (!st) st = zeros_like_input(n, 1, g, &z);
+  if (!st) st = eng_op_index_add(z, 0, flat_ids, rows, &gin[1]), eng_tensor_release(z);
+  eng_tensor_release(rows);
+  eng_tensor_release(flat_ids);
+  return st;
+}
+const eng_backward_def_t eng_bw_embedding = {.fn = embedding_bw, .save_in = AG_IN(0), .no_grad_in = AG_IN(0)};
+
+static eng_status_t index_select_bw(eng_ag_node_t *n, eng_tensor_t *const *gout, eng_tensor_t **gin) {
+  eng_tensor_t *z;
+  eng_status_t st = zeros_like_input(n, 0, gout[0], &z);
+  if (st) return st;
+  st = eng_op_index_add(z, n->attrs.i[0], eng_ag_in(n, 1), gout[0], &gin[0]);
+  eng_tensor_release(z);
+  return st;
+}
+const eng_backward_def_t eng_bw_index_select = {.fn = index_select_bw, .save_in = AG_IN(1), .no_grad_in = AG_IN(1)};
+
+static eng_status_t gather_bw(eng_ag_node_t *n, eng_tensor_t *const *gout, eng_tensor_t **gin) {
+  eng_tensor_t *z;
+  eng_status_t st = zeros_like_input(n, 0, gout[0], &z);
+  if (st) return st;
+  st = eng_op_scatter_add(z, n->attrs.i[0], eng_ag_in(n, 1), gout[0], &gin[0]);
+  eng_tensor_release(z);
+  return st;
+}
+const eng_backward_def_t eng_bw_gather = {.fn = gather_bw, .save_in = AG_IN(1), .no_grad_in = AG_IN(1)};

@@ -307,19 +307,14 @@ eng_status_t eng_ag_record_view(eng_tensor_t *base, eng_tensor_t *view, eng_ag_v
 }
 
 eng_status_t eng_ag_check_inplace(const eng_op_call_t *call, const char *name) {
+  /* Reading a tensor that requires grad into a given buffer (item, tolist, copy_) is fine: the
+   * result simply is not part of the graph. Writing into one would corrupt it. */
   for (int j = 0; j < call->n_out; j++) {
     if (call->out[j] && eng_tensor_requires_grad(call->out[j]))
       return eng_error(ENG_ERR_ARG,
                        "%s: writes in place into a tensor that requires grad, which autograd cannot "
                        "follow; do it inside engine.no_grad (as optimizers do) or on a detach()ed tensor",
                        name);
-  }
-  for (int k = 0; k < call->n_in; k++) {
-    if (call->in[k] && eng_tensor_requires_grad(call->in[k]))
-      return eng_error(ENG_ERR_ARG,
-                       "%s: in-place ops are not recorded by autograd, and input %d requires grad; use "
-                       "the out-of-place op, or detach() the input",
-                       name, k + 1);
   }
   return ENG_OK;
 }
