@@ -12,6 +12,7 @@
 
 #include <string.h>
 
+#include "eng_autograd.h"
 #include "eng_ops.h"
 #include "ops/op_common.h"
 #include "ops/ops_internal.h"
@@ -184,13 +185,17 @@ eng_status_t eng_op_e88(eng_tensor_t *q, eng_tensor_t *k, eng_tensor_t *v, eng_t
                         eng_tensor_t **y, eng_tensor_t **S_T, eng_tensor_t **ckpt) {
   if (!y) return eng_error(ENG_ERR_ARG, "e88: y must not be NULL");
   eng_tensor_t *in[6] = {q, k, v, decay, g, S0};
-  eng_op_call_t call = {.id = ENG_OP_E88, .n_in = 6, .in = in, .n_out = ckpt ? 3 : S_T ? 2 : 1};
+  /* When autograd records this call, its node keeps the checkpoints for the backward. */
+  int recorded = 0;
+  for (int i = 0; i < 6 && eng_grad_enabled(); i++) recorded |= in[i] && eng_tensor_requires_grad(in[i]);
+  eng_op_call_t call = {.id = ENG_OP_E88, .n_in = 6, .in = in, .n_out = ckpt || recorded ? 3 : S_T ? 2 : 1};
   eng_status_t st = set_attrs("e88", opts, &call.attrs);
   if (st || (st = eng_op_dispatch(&call))) return st;
   *y = call.out[0];
   if (S_T) *S_T = call.out[1];
   else if (call.n_out > 1) eng_tensor_release(call.out[1]);
   if (ckpt) *ckpt = call.out[2];
+  else if (call.n_out > 2) eng_tensor_release(call.out[2]);
   return ENG_OK;
 }
 
