@@ -98,7 +98,7 @@ local ok, model = pcall(function()
         m:num_parameters()))
   return m
 end)
-if not ok then fail(tostring(model)) end
+if not ok then fail((tostring(model):gsub("^[^:]*:%d+: ", ""))) end
 
 local clip = o.clip
 if clip == 0 then clip = false end

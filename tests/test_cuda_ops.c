@@ -56,6 +56,7 @@ enum {
   K_INDEX,       /* integers in [0, limit) */
   K_TARGET,      /* like K_INDEX, an eighth of them the ignore_index -100 */
   K_COND,        /* u8 0 or 1 */
+  K_UNIT,        /* [0.5, 1): a decay (e88), so that the recurrence contracts */
   K_ACC_ANY,     /* like K_ANY in f32, f64 when the case is f64 (optimizer moments) */
   K_ACC_POS,     /* like K_POS, the same dtypes */
 };
@@ -326,10 +327,12 @@ static const line_t lines[] = {
     {.op = "scale_", .n_in = 3, .kind = {K_ANY, K_ANY, K_F32}, .dtypes = FLOATS,
      .layouts = L_CONTIG, .check = CHK_TOL, .inplace = 1,
      .t = {T(.s = {{N}, {3, N}, {0}}), T(.s = {{33, N}, {0}, {0}})}},
-    /* e88: in q, k, v, decay, g, S0 (f32 states), T = N; the table compares y. decay in [0.5, 2):
-     * the tanh keeps the state bounded. e88_backward (in ... ckpt, dy, dS_T; a random ckpt is as
-     * good an input as any): the table compares dq. tests/test_cuda_e88.c checks the rest. */
-    {.op = "e88", .n_in = 6, .kind = {K_ANY, K_ANY, K_ANY, K_BASE, K_ANY, K_F32},
+    /* e88: in q, k, v, decay, g, S0 (f32 states), T = N; the table compares y. decay in
+     * [0.5, 1) makes each step a contraction (a gain above 1 would make the recurrence chaotic:
+     * rounding differences would grow over 4097 steps). e88_backward (in ... ckpt, dy, dS_T; a
+     * random ckpt is as good an input as any): the table compares dq. tests/test_cuda_e88.c
+     * checks the other outputs. */
+    {.op = "e88", .n_in = 6, .kind = {K_ANY, K_ANY, K_ANY, K_UNIT, K_ANY, K_F32},
      .dtypes = DT(F32) | DT(F16) | DT(BF16), .layouts = L_ALL, .check = CHK_TOL,
      .t = {T(.s = {{2, N, 3, 16}, {2, N, 3, 16}, {2, N, 3, 16}, {2, N, 3}, {2, N, 3, 16},
                    {2, 3, 16, 16}}),
@@ -337,7 +340,7 @@ static const line_t lines[] = {
            T(.s = {{1, N, 2, 64}, {1, N, 2, 64}, {1, N, 2, 8}, {1, N, 2}, {1, N, 2, 8},
                    {1, 2, 64, 8}})}},
     {.op = "e88_backward", .n_in = 9,
-     .kind = {K_ANY, K_ANY, K_ANY, K_BASE, K_ANY, K_F32, K_F32, K_ANY, K_F32},
+     .kind = {K_ANY, K_ANY, K_ANY, K_UNIT, K_ANY, K_F32, K_F32, K_ANY, K_F32},
      .dtypes = DT(F32) | DT(F16) | DT(BF16), .layouts = L_ALL, .check = CHK_TOL,
      .t = {T(.s = {{2, 20, 3, 16}, {2, 20, 3, 16}, {2, 20, 3, 16}, {2, 20, 3}, {2, 20, 3, 16},
                    {2, 3, 16, 16}, {2, 3, 2, 256}, {2, 20, 3, 16}, {2, 3, 16, 16}}),
@@ -346,6 +349,29 @@ static const line_t lines[] = {
            T(.s = {{1, 33, 2, 32}, {1, 33, 2, 32}, {1, 33, 2, 32}, {1, 33, 2}, {1, 33, 2, 32},
                    {NONE}, {1, 2, 5, 1024}, {1, 33, 2, 32}, {1, 2, 32, 32}},
              .ai = {8}, .nai = 1)}},
+    /* E-series: e1, e23. The table compares the first output (y, dxw, hs, dxw) with N as the
+     * batch (independent chains); tests/test_cuda_e1.c and test_cuda_e23.c compare every output
+     * at the benchmark shapes. e23: i[0] n_slots, i[1] checkpoint interval; e23_backward: i[0]
+     * the interval, and the checkpoints come as f32 for every value dtype. */
+    {.op = "e1", .n_in = 5, .kind = {K_ANY, K_ANY, K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
+     .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{N, 5, 8}, {N, 5, 8}, {8, 8}, {8}, {N, 8}}),
+           T(.s = {{2, 3, 33}, {2, 3, 33}, {33, 33}, {33}, {NONE}})}},
+    {.op = "e1_backward", .n_in = 6, .kind = {K_ANY, K_ANY, K_ANY, K_ANY, K_ANY, K_ANY},
+     .dtypes = FLOATS, .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{N, 5, 8}, {8, 8}, {N, 8}, {N, 5, 8}, {N, 5, 8}, {N, 8}}),
+           T(.s = {{2, 3, 33}, {33, 33}, {NONE}, {2, 3, 33}, {2, 3, 33}, {NONE}})}},
+    {.op = "e23", .n_in = 6, .kind = {K_ANY, K_ANY, K_ANY, K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
+     .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{N, 5, 8}, {8, 8}, {8, 8}, {8}, {N, 8}, {N, 4, 8}}, .ai = {4, 2}, .nai = 2),
+           T(.s = {{2, 3, 16}, {16, 16}, {16, 16}, {16}, {NONE}, {NONE}}, .ai = {3, 16}, .nai = 2)}},
+    {.op = "e23_backward", .n_in = 10,
+     .kind = {K_ANY, K_ANY, K_ANY, K_ANY, K_ANY, K_ANY, K_F32, K_ANY, K_ANY, K_ANY},
+     .dtypes = FLOATS, .layouts = L_ALL, .check = CHK_TOL,
+     .t = {T(.s = {{N, 5, 8}, {8, 8}, {8, 8}, {8}, {N, 8}, {N, 5, 8}, {N, 3, 4, 8}, {N, 5, 8},
+                   {N, 8}, {N, 4, 8}}, .ai = {2}, .nai = 1),
+           T(.s = {{2, 3, 16}, {16, 16}, {16, 16}, {16}, {NONE}, {2, 3, 16}, {2, 1, 3, 16},
+                   {2, 3, 16}, {NONE}, {NONE}}, .ai = {16}, .nai = 1)}},
 };
 #define N_LINES ((int)(sizeof lines / sizeof lines[0]))
 
@@ -506,6 +532,7 @@ static double value_of(int kind, eng_dtype_t dt, double u, int64_t limit) {
   case K_INDEX: return floor((double)limit * u);
   case K_TARGET: return u < 0.125 ? -100 : floor((double)limit * (u - 0.125) / 0.875);
   case K_COND: return u < 0.5 ? 0 : 1;
+  case K_UNIT: return is_int ? 1 : 0.5 + 0.5 * u;
   default: /* K_ANY, K_F32 */
     if (is_u8) return 1 + floor(14 * u);
     if (is_int) {

@@ -31,14 +31,10 @@ static void shape_of(const cfg_t *c, int which, int64_t *s, int *nd) {
   }
 }
 
-static int64_t count(const int64_t *s, int nd) {
-  int64_t n = 1;
-  for (int d = 0; d < nd; d++) n *= s[d];
-  return n;
-}
-
 static inputs_t make_inputs(const cfg_t *c, eng_dtype_t dt, uint64_t seed) {
-  static const double lo[NIN] = {-1, -1, -1, 0.5, -2, -0.5}, hi[NIN] = {1, 1, 1, 0.99, 2, 0.5};
+  /* without l2, |k|^2 < 1 keeps the state map a contraction (decay I - k k^T) */
+  const double r = c->l2 ? 1 : 0.5 / sqrt((double)c->n);
+  const double lo[NIN] = {-r, -r, -1, 0.5, -2, -0.5}, hi[NIN] = {r, r, 1, 0.99, 2, 0.5};
   inputs_t in = {{0}};
   for (int w = 0; w < NIN; w++) {
     if ((w == IG && !c->gate) || (w == IS0 && !c->s0)) continue;

@@ -39,7 +39,7 @@ typedef struct {
   uint16_t phase;     /* index into eng_profile_data_t.phases */
 } eng_prof_op_t;
 
-#define ENG_PROF_MAX_INPUTS 6
+#define ENG_PROF_MAX_INPUTS 10
 
 typedef struct {
   const char *name;    /* demangled (cuBLAS internals included); lives as long as the data */
@@ -114,8 +114,8 @@ eng_status_t eng_profile_start(const eng_profile_opts_t *opts);
  * device so that every kernel has completed. */
 eng_status_t eng_profile_stop(void);
 int eng_profile_running(void);
-/* Starts a new phase (ends the current one, recording its peak memory). Ignored when no session
- * runs. Names longer than 31 bytes are cut. */
+/* Starts a new phase (ends the current one, recording its peak memory); naming the current phase
+ * again changes nothing. Ignored when no session runs. Names longer than 31 bytes are cut. */
 void eng_profile_phase(const char *name);
 /* The recorder's clock: CLOCK_MONOTONIC in ns. */
 uint64_t eng_profile_now_ns(void);

@@ -92,8 +92,8 @@ static void advance(const inputs_t *in, double *S, int64_t b, int64_t t, int64_t
 
 /* Per-thread scratch, in doubles. */
 static int64_t scratch_len(const eng_e88_shape_t *s) {
-  int64_t nv = s->n * s->v;
-  return (s->ckpt_every + 1) * nv + 2 * nv + 6 * s->n + 8 * s->v;
+  const int64_t nv = s->n * s->v, seg = s->ckpt_every < s->T ? s->ckpt_every : s->T;
+  return (seg + 1) * nv + 2 * nv + 6 * s->n + 8 * s->v;
 }
 
 static void forward_bh(const inputs_t *in, const void *S0, void *y, void *S_T, void *ckpt,
@@ -206,7 +206,7 @@ static void backward_step(const inputs_t *in, const grads_t *gr, int64_t b, int6
       const double p = dP[i * v + j], sp = Sp[i * v + j];
       ddec += p * sp;
       acc += p * delta[j] - sp * ddl[j];
-      dS[i * v + j] = dec * p - kh[i] * ddl[j];
+      dS[i * v + j] = dec * p + kh[i] * ddl[j];
     }
     dkh[i] = acc;
   }
@@ -224,8 +224,9 @@ static void backward_step(const inputs_t *in, const grads_t *gr, int64_t b, int6
 static void backward_bh(const inputs_t *in, const grads_t *gr, int64_t bh, double *w) {
   const eng_e88_shape_t *s = in->s;
   const int64_t n = s->n, v = s->v, nv = n * v, b = bh / s->H, h = bh % s->H;
-  const int64_t C = s->ckpt_every, nck = eng_e88_n_ckpt(s->T, C);
-  double *states = w, *dS = states + (C + 1) * nv, *rest = dS + nv;
+  const int64_t C = s->ckpt_every, nck = eng_e88_n_ckpt(s->T, C), seg_len = C < s->T ? C : s->T;
+  /* the layout of scratch_len: seg_len + 1 states, dS, then the step's scratch */
+  double *states = w, *dS = states + (seg_len + 1) * nv, *rest = dS + nv;
   if (gr->dS_T)
     eng_kcpu_load_f64(dS, gr->dS_T, in->sdt, bh * nv, 1, nv);
   else

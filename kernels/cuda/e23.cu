@@ -341,6 +341,7 @@ __global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
       load_state(c, p.hs_in + (t0 - 1) * d, p.nt * d);
     else
       load_state(c, p.h0, d);
+    __syncthreads();
     for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x)
       hown[(k / c.w) * R + k % c.w] = c.hbuf[(k / c.w) * d + c.c0 + k % c.w];
     sync_all<CL>();

@@ -61,9 +61,18 @@ __device__ __forceinline__ void load8(const float *p, float (&x)[R]) {
   x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
-__device__ __forceinline__ void store8(float *p, const float (&x)[R]) {
-  reinterpret_cast<float4 *>(p)[0] = make_float4(x[0], x[1], x[2], x[3]);
-  reinterpret_cast<float4 *>(p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+// A thread's 8 states of replayed step u, as two float4 planes [u][2][threads]: consecutive
+// threads touch consecutive 16 bytes (no bank conflicts).
+__device__ __forceinline__ void store_state(float *states, int u, const float (&x)[R]) {
+  float4 *p = reinterpret_cast<float4 *>(states) + (size_t)u * 2 * blockDim.x + threadIdx.x;
+  p[0] = make_float4(x[0], x[1], x[2], x[3]);
+  p[blockDim.x] = make_float4(x[4], x[5], x[6], x[7]);
+}
+
+__device__ __forceinline__ void load_state(const float *states, int u, float (&x)[R]) {
+  const float4 *p = reinterpret_cast<const float4 *>(states) + (size_t)u * 2 * blockDim.x + threadIdx.x;
+  const float4 a = p[0], b = p[blockDim.x];
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
 __device__ __forceinline__ float dot8(const float (&a)[R], const float (&b)[R]) {
@@ -274,7 +283,7 @@ __global__ void e88_backward_kernel(Params p) {
         }
         if (t >= c0) {
           const int u = t - c0;
-          store8(states + ((int64_t)u * blockDim.x + pl.tid) * R, s);
+          store_state(states, u, s);
           float o = 0.f;
           if (p.gate) {
             float qh[R];
@@ -292,9 +301,9 @@ __global__ void e88_backward_kernel(Params p) {
       for (int t = c1 - 1; t >= c0; t--) {
         const int u = t - c0, us = t - t0;
         float sn[R], sp[R], kh[R], qh[R], a[2 * R];
-        load8(states + ((int64_t)u * blockDim.x + pl.tid) * R, sn);
+        load_state(states, u, sn);
         if (u > 0) {
-          load8(states + ((int64_t)(u - 1) * blockDim.x + pl.tid) * R, sp);
+          load_state(states, u - 1, sp);
         } else {
 #pragma unroll
           for (int r = 0; r < R; r++) sp[r] = prev[r];

@@ -13,7 +13,8 @@ using namespace eng_kc::chunks;
 
 constexpr int64_t kRowsPerBlock = 4;   // fewer partial rows than rows: the workspace stays small
 constexpr int64_t kMaxPartials = 1024; // enough blocks to fill any GPU
-constexpr size_t kSmemMax = 48 * 1024; // partial rows up to this size live in shared memory
+constexpr size_t kSmemMax = 40 * 1024; // partial rows up to this size live in shared memory
+                                       // (with the static slots, under the 48 KiB default)
 constexpr int kSumCols = 32, kSumLanes = 8;
 
 int64_t partial_rows(int64_t rows) {

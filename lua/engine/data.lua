@@ -53,7 +53,9 @@ doc(data.bytes, [[data.bytes(path, {seq_len =, batch =[, seed = 0][, device = "c
 
 A byte-level dataset over any file (memory-mapped, read-only). ds:batch(k) -> inputs, targets:
 i64 [batch, seq_len] on the device, from batch windows of seq_len + 1 bytes (targets are inputs
-shifted by one). Batch k of a seed is always the same windows. ds:len() is the file's length.]])
+shifted by one). Batch k of a seed is always the same windows. ds:windows(k, n) -> batches k ..
+k+n-1 as one [n, batch, seq_len + 1] tensor (one transfer), ds:split(w) -> inputs, targets of one
+of them; ds:starts(k) -> batch k's window starts; ds:len() -> the file's length in tokens.]])
 
 function data.tokens(path, opts)
   local dtype = opts and opts.dtype or "u16"
@@ -66,15 +68,27 @@ doc(data.tokens, [[data.tokens(path, {dtype = "u16" | "u32", seq_len =, batch =[
 
 Like data.bytes over a file of little-endian u16 or u32 token ids.]])
 
--- Batch k: windows kB .. kB + B - 1. Copied to the device whole, then split.
-function Dataset:batch(k)
+-- Batches k .. k + n - 1 as one [n, B, T + 1] tensor on the device: one host-to-device copy
+-- (a copy waits for the device, so a training loop fetches many steps' batches at once).
+function Dataset:windows(k, n)
   if type(k) ~= "number" or k < 0 or k ~= math.floor(k) then
     error("ds:batch: the batch number must be a non-negative integer, got " .. tostring(k), 2)
   end
   local B, T = self.batch_size, self.seq_len
-  local w = self.file:windows(self.seed, k * B, B, T + 1)
+  local w = self.file:windows(self.seed, k * B, n * B, T + 1):view(n, B, T + 1)
   if self.device ~= "cpu" then w = w:to(self.device) end
+  return w
+end
+
+-- One batch's windows [B, T + 1] -> inputs, targets [B, T].
+function Dataset:split(w)
+  local T = self.seq_len
   return w:narrow(1, 0, T):contiguous(), w:narrow(1, 1, T):contiguous()
+end
+
+-- Batch k: windows kB .. kB + B - 1.
+function Dataset:batch(k)
+  return self:split(self:windows(k, 1):select(0, 0))
 end
 
 -- The 0-based starts of batch k's windows (for tests and debugging).

@@ -46,8 +46,9 @@ local function new_param(shape, init, opts)
   local t
   if skip_init then
     t = engine.empty(shape, o)
-  elseif init.std then
-    t = engine.randn(shape, o) * init.std
+  elseif init.std then -- drawn and scaled in f32 (f64 for f64), rounded once to the dtype
+    local wide = o.dtype == "f64" and "f64" or "f32"
+    t = (engine.randn(shape, {dtype = wide, device = o.device}) * init.std):to(o.dtype)
   else
     t = engine.full(shape, init.fill, o)
   end

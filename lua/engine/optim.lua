@@ -125,12 +125,6 @@ function Optimizer:each_param(fn)
   end
 end
 
-function Optimizer:params()
-  local out = {}
-  self:each_param(function(_, p) out[#out + 1] = p end)
-  return out
-end
-
 function Optimizer:zero_grad()
   self:each_param(function(_, p) p:set_grad(nil) end)
 end
@@ -159,9 +153,9 @@ function Optimizer:load_state_dict(tensors, meta)
     error(("load_state_dict: the state is of a %s optimizer, this is %s"):format(
       tostring(meta.kind), self.kind), 2)
   end
-  local problems = {}
+  local problems, state = {}, {}
   self:each_param(function(i, p)
-    self.state[i] = self.state[i] or {}
+    state[i] = {}
     for _, name in ipairs(self.state_names) do
       local t = tensors[i .. "." .. name]
       if not t then
@@ -170,12 +164,12 @@ function Optimizer:load_state_dict(tensors, meta)
         problems[#problems + 1] = ("'%d.%s' has shape [%s], the parameter [%s]"):format(
           i, name, table.concat(t:shape(), ","), table.concat(p:shape(), ","))
       else
-        local want = zeros_state(p)
-        self.state[i][name] = want:copy_(t)
+        state[i][name] = zeros_state(p):copy_(t)
       end
     end
   end)
   if #problems > 0 then error("optimizer load_state_dict: " .. table.concat(problems, "; "), 2) end
+  self.state = state
   self.t = tonumber(meta.t)
   if self.load_extra_meta then self:load_extra_meta(meta) end
   return self

@@ -82,8 +82,16 @@ local function run(fn, opts)
   local control = {phase = function(_, name) engine.profile_phase(name) end}
   for _ = 1, opts.warmup or 0 do fn(control) end
   if cuda then engine.cuda.synchronize() end
-  engine._profile_start {cuda = cuda, phases = opts.phases ~= false,
-                         first_phase = opts.first_phase or "forward"}
+  local start = {cuda = cuda, phases = opts.phases ~= false, first_phase = opts.first_phase or "forward"}
+  local started, why = pcall(engine._profile_start, start)
+  if not started and cuda and opts.cuda == nil and not engine._profile_running() then
+    -- CUPTI refused (driver, permissions): an automatic choice falls back to CPU spans
+    engine.log("profile: " .. tostring(why):gsub("^profile: ", "") ..
+               "; recording CPU op spans only", "warn")
+    start.cuda, cuda = false, false
+    started, why = pcall(engine._profile_start, start)
+  end
+  if not started then error(why, 0) end
   local ok, err = xpcall(fn, debug.traceback, control)
   local synced, serr = true, nil
   if cuda then synced, serr = pcall(engine.cuda.synchronize) end
@@ -364,12 +372,12 @@ function Profile:kernel_rows()
   return list, total
 end
 
--- prof:kernels{top = 20, width = 64} -> text: per kernel (and memcpy/memset) name.
+-- prof:kernels{top = 20, width = 90} -> text: per kernel (and memcpy/memset) name.
 function Profile:kernels(opts)
   opts = check_opts(opts, "profile:kernels", {top = true, width = true})
   local list, total = self:kernel_rows()
   if #list == 0 then return "no GPU kernels were recorded (a CPU profile: see prof:ops())" end
-  local out, width = {}, width_opt(opts)
+  local out, width = {}, opts.width or 90
   for i, r in ipairs(list) do
     if opts.top and i > opts.top then break end
     out[#out + 1] = {fit(short_name(r.name), width), ms(r.ns), pct(r.ns, total), tostring(r.calls),

@@ -199,6 +199,23 @@ local function train(cfg)
     pending, pending_first = {}, pending_first + #vals
   end
 
+  -- Batches come log_every steps at a time (at most 64 MiB): a host-to-device copy waits for the
+  -- device, so this keeps the loop to one wait per log line. Datasets without windows() give
+  -- one batch at a time.
+  local block, block_first, block_n = nil, 0, 0
+  local per_block = math.max(1, math.min(log_every, math.floor(64 * 2 ^ 20 /
+                    (ds.batch_size * (ds.seq_len + 1) * 8))))
+  local function next_batch(k)
+    if not ds.windows then return ds:batch(k) end
+    if not block or k >= block_first + block_n then
+      block_first = k
+      block_n = math.min(per_block, log_every - k % log_every) -- up to the next log line
+      if total then block_n = math.min(block_n, total - k) end
+      block = ds:windows(block_first, block_n)
+    end
+    return ds:split(block:select(0, k - block_first))
+  end
+
   local function progress()
     local now = engine.clock()
     return budget and math.min(1, (now - t0) / budget) or (step / total)
@@ -209,7 +226,7 @@ local function train(cfg)
     if budget and engine.clock() - t0 >= budget then break end
     step = step + 1
     opt:set_lr_scale(schedule(step, budget and progress() or nil))
-    local inputs, targets = ds:batch(step - 1)
+    local inputs, targets = next_batch(step - 1)
     local loss = model:loss(inputs, targets)
     opt:zero_grad()
     loss:backward()

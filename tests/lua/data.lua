@@ -73,6 +73,15 @@ t.case("bytes: batch k depends only on (seed, k)", function()
   -- batch k of size B is windows kB .. kB + B - 1: batch 1 of size 4 = windows 4..7
   local f = engine.mapped_file(FIXTURE)
   t.eq(f:window_starts(11, 4, 4, 9), a:starts(1))
+  -- several batches fetched at once are those batches
+  local w = a:windows(3, 2)
+  t.eq(w:shape(), {2, 4, 9})
+  for i = 0, 1 do
+    local x, y = a:split(w:select(0, i))
+    local bx, by = a:batch(3 + i)
+    t.eq(x:tolist(), bx:tolist())
+    t.eq(y:tolist(), by:tolist())
+  end
 end)
 
 t.case("tokens: u16 and u32 files decode little-endian", function()

@@ -197,10 +197,17 @@ t.case("optimizer state round trip: a restored optimizer takes the same next ste
   local p = param(2, 9)
   local tensors, meta = optim.SGD({p}):state_dict()
   t.raises(function() optim.AdamW({p}):load_state_dict(tensors, meta) end, "SGD optimizer")
+  local adam = optim.AdamW({p})
+  local at, am = adam:state_dict()
+  at["1.exp_avg"] = nil
+  t.raises(function() optim.AdamW({p}):load_state_dict(at, am) end, "missing '1.exp_avg'")
+  at["1.exp_avg"] = engine.zeros(3)
+  t.raises(function() optim.AdamW({p}):load_state_dict(at, am) end,
+           "'1.exp_avg' has shape [3], the parameter [2]")
 end)
 
 t.case("set_lr_scale drives every group's lr from its initial lr", function()
-  local opt = optim.SGD({{params = {param(2, 10)}, lr = 0.5}, {params = {param(2, 11)}}}, {lr = 0.1})
+  local opt = optim.SGD({{params = {(param(2, 10))}, lr = 0.5}, {params = {(param(2, 11))}}}, {lr = 0.1})
   opt:set_lr_scale(0.5)
   t.eq({opt.groups[1].lr, opt.groups[2].lr}, {0.25, 0.05})
   t.eq(opt:lr(), 0.25)

@@ -26,7 +26,7 @@ typedef struct eng_backward_def {
   unsigned optional_gout; /* bit j: the formula takes NULL for output j when it got no gradient */
 } eng_backward_def_t;
 
-#define AG_IN(k) (1u << (k))
+#define AG_IN(k) ((k) < 32 ? 1u << (k) : 0u) /* inputs past 32 (cat) take the defaults */
 #define AG_ALL 0xffffffffu
 
 /* Shape, dtype and device of an input or output, kept even when the tensor is not. */

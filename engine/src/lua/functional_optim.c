@@ -1,6 +1,7 @@
 /* The engine.F ops of optimizers and of the gradients of indexing: index_add, scatter_add,
  * adamw_, sum_squares, scale_. Lists of tensors are Lua arrays, read into GC-owned buffers. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "lua/lua_internal.h"
@@ -62,13 +63,13 @@ static double num_opt(lua_State *L, int idx, const char *op, const char *key, do
 static int f_adamw_(lua_State *L) {
   static const char *const names[4] = {"params", "grads", "exp_avg", "exp_avg_sq"};
   static const char *const allowed[] = {"lr", "beta1", "beta2", "eps", "weight_decay", "step", NULL};
-  eng_tensor_t **lists[4];
-  int n[4];
-  for (int l = 0; l < 4; l++) lists[l] = tensor_list(L, l + 1, "adamw_", names[l], &n[l]);
   if (lua_type(L, 5) != LUA_TTABLE)
     lt_type_error(L, 5, "adamw_", "an options table {lr=, beta1=, beta2=, eps=, weight_decay=, step=}");
   lt_no_more_args(L, 6, "adamw_");
   lt_check_opts(L, 5, "adamw_", allowed);
+  eng_tensor_t **lists[4];
+  int n[4];
+  for (int l = 0; l < 4; l++) lists[l] = tensor_list(L, l + 1, "adamw_", names[l], &n[l]);
   for (int l = 1; l < 4; l++)
     if (n[l] != n[0])
       return lt_raise(L, "adamw_: %s has %d tensors but params has %d", names[l], n[l], n[0]);
@@ -98,8 +99,8 @@ static int f_adamw_(lua_State *L) {
 /* F.sum_squares(list) */
 static int f_sum_squares(lua_State *L) {
   int n;
-  eng_tensor_t **ts = tensor_list(L, 1, "sum_squares", "tensors", &n);
   lt_no_more_args(L, 2, "sum_squares");
+  eng_tensor_t **ts = tensor_list(L, 1, "sum_squares", "tensors", &n);
   if (n == 0) return lt_raise(L, "sum_squares: needs at least one tensor, got an empty list");
   eng_tensor_t *out = NULL;
   return lt_push_result(L, "sum_squares", eng_op_sum_squares(ts, n, &out), &out);
@@ -108,9 +109,9 @@ static int f_sum_squares(lua_State *L) {
 /* F.scale_(list, scale) */
 static int f_scale_(lua_State *L) {
   int n;
-  eng_tensor_t **ts = tensor_list(L, 1, "scale_", "tensors", &n);
   eng_tensor_t *s = eng_lua_check_tensor(L, 2, "scale_");
   lt_no_more_args(L, 3, "scale_");
+  eng_tensor_t **ts = tensor_list(L, 1, "scale_", "tensors", &n);
   if (eng_op_scale_(ts, n, s)) return lt_fail(L, "scale_");
   return 0;
 }

@@ -93,7 +93,10 @@ void lt_open_create(lua_State *L, int engine);                /* create.c */
 void lt_open_methods(lua_State *L, int methods);              /* tensor_methods.c */
 void lt_open_functional(lua_State *L, int F, int methods);    /* functional.c */
 void lt_open_functional_nn(lua_State *L, int F, int methods); /* functional_nn.c */
+void lt_open_functional_e1e23(lua_State *L, int F);            /* functional_e1e23.c */
+void lt_open_functional_e88(lua_State *L, int F);             /* functional_e88.c */
 void lt_open_functional_optim(lua_State *L, int F);           /* functional_optim.c */
+void lt_open_functional_backward(lua_State *L, int F);        /* functional_backward.c */
 void lt_open_inplace(lua_State *L, int methods);              /* inplace.c: t:add_ ... */
 void lt_open_io(lua_State *L, int engine);                    /* io.c */
 void lt_open_autograd(lua_State *L, int engine, int methods); /* autograd.c */

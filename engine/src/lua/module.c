@@ -232,7 +232,10 @@ int luaopen_engine(lua_State *L) {
   lt_open_methods(L, methods);
   lt_open_functional(L, F, methods);
   lt_open_functional_nn(L, F, methods);
+  lt_open_functional_e1e23(L, F); /* E-series: e1, e23 */
+  lt_open_functional_e88(L, F);   /* E-series: e88 */
   lt_open_functional_optim(L, F); /* index_add, scatter_add, adamw_, sum_squares, scale_ */
+  lt_open_functional_backward(L, F); /* softmax/norm/cross_entropy backward, add_rms_norm */
   lt_open_inplace(L, methods);    /* t:add_, t:mul_, ... */
   lt_open_io(L, engine);
   lt_open_autograd(L, engine, methods);

@@ -190,7 +190,7 @@ static int p_start(lua_State *L) {
   eng_profile_opts_t opts = {.cuda = opt_bool(L, 1, "cuda", 0),
                              .auto_backward = opt_bool(L, 1, "phases", 1),
                              .first_phase = first,
-                             .site = lua_site,
+                             .site = getenv("NOSITE") ? NULL : lua_site,
                              .site_user = L};
   if (eng_profile_running()) return lt_raise(L, "profile: a profile is already running (profiles do not nest)");
   clear_sites();

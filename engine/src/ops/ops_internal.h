@@ -153,6 +153,11 @@ eng_status_t eng_cuda_scatter_add(const eng_op_call_t *call);
 eng_status_t eng_cuda_adamw(const eng_op_call_t *call);
 eng_status_t eng_cuda_sum_squares(const eng_op_call_t *call);
 eng_status_t eng_cuda_scale(const eng_op_call_t *call);
+/* E-series: e1, e23 (ops_e1.c, ops_e23.c) */
+eng_status_t eng_cuda_e1(const eng_op_call_t *call);
+eng_status_t eng_cuda_e1_backward(const eng_op_call_t *call);
+eng_status_t eng_cuda_e23(const eng_op_call_t *call);
+eng_status_t eng_cuda_e23_backward(const eng_op_call_t *call);
 #endif
 
 #endif

@@ -52,13 +52,14 @@ static eng_status_t check_adamw_entry(const eng_op_call_t *call, int n, int i) {
       return eng_error(ENG_ERR_SHAPE, "adamw_: param %d of %d is %s but its %s is %s", i + 1, n,
                        describe(p, a, sizeof a), LIST_NAME[l], describe(t, b, sizeof b));
     if (!eng_tensor_is_contiguous(t))
-      return eng_error(ENG_ERR_LAYOUT, "adamw_: the %s of param %d of %d (%s) must be contiguous",
-                       LIST_NAME[l], i + 1, n, describe(t, a, sizeof a));
+      return eng_error(ENG_ERR_LAYOUT, "adamw_: %s %d of %d (%s) must be contiguous", LIST_NAME[l],
+                       i + 1, n, describe(t, a, sizeof a));
     int ok = l == 0 || (l == 1 ? t->dtype == p->dtype || t->dtype == ENG_F32 : t->dtype == moment);
+    int or_f32 = l == 1 && p->dtype != ENG_F32;
     if (!ok)
       return eng_error(ENG_ERR_DTYPE, "adamw_: param %d of %d is %s, so its %s must be %s%s, got %s",
                        i + 1, n, describe(p, a, sizeof a), LIST_NAME[l],
-                       eng_dtype_name(l == 1 ? p->dtype : moment), l == 1 ? " or f32" : "",
+                       eng_dtype_name(l == 1 ? p->dtype : moment), or_f32 ? " or f32" : "",
                        eng_dtype_name(t->dtype));
   }
   return ENG_OK;

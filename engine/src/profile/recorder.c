@@ -88,9 +88,10 @@ static int phase_begin_locked(const char *name, uint64_t t) {
 
 /* With auto_backward, entering autograd's backward pass starts phase "backward" and leaving it
  * resumes the phase it interrupted. Lock held. */
-static void follow_backward_locked(int backward, uint64_t t) {
+static void follow_backward_locked(int backward) {
   if (!S.auto_backward || backward == S.in_backward) return;
   S.in_backward = backward;
+  uint64_t t = eng_profile_now_ns();
   if (backward) {
     snprintf(S.resume_phase, sizeof S.resume_phase, "%s", S.phases[S.n_phases - 1].name);
     phase_begin_locked("backward", t);
@@ -143,7 +144,7 @@ static void op_begin(const eng_op_call_t *call) {
     pthread_mutex_unlock(&S.lock);
     return; /* out of memory: this op goes unrecorded rather than failing */
   }
-  follow_backward_locked(backward, eng_profile_now_ns());
+  follow_backward_locked(backward);
   uint32_t idx = (uint32_t)S.n_ops++;
   eng_prof_op_t *r = &S.ops[idx];
   r->name = eng_op_def(call->id)->name;
@@ -267,12 +268,12 @@ void eng_profile_phase(const char *name) {
     int backward = eng_grad_in_backward() != 0;
     if (S.auto_backward && backward) {
       /* marked during the backward pass: it takes effect once the pass ends */
-      follow_backward_locked(1, t);
+      follow_backward_locked(1);
       snprintf(S.resume_phase, sizeof S.resume_phase, "%s", name);
-    } else {
+    } else if (S.in_backward || strncmp(S.phases[S.n_phases - 1].name, name, 31) != 0) {
       S.in_backward = 0;
       phase_begin_locked(name, t);
-    }
+    } /* else: already in that phase */
   }
   pthread_mutex_unlock(&S.lock);
 }
@@ -292,24 +293,45 @@ void eng_profile_data(eng_profile_data_t *out) {
   eng_prof_gpu_data(out);
 }
 
+/* Appends s to buf[*len..n) (cut at the end). */
+static void put(char *buf, size_t n, size_t *len, const char *s) {
+  while (*s && *len + 1 < n) buf[(*len)++] = *s++;
+  buf[*len] = '\0';
+}
+
+static void put_int(char *buf, size_t n, size_t *len, int64_t v) {
+  char digits[24];
+  int k = (int)sizeof digits - 1;
+  digits[k] = '\0';
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do digits[--k] = (char)('0' + u % 10); while ((u /= 10) && k > 1);
+  if (v < 0) digits[--k] = '-';
+  put(buf, n, len, digits + k);
+}
+
+/* By hand rather than snprintf: the records of a long profile format tens of thousands of these. */
 const char *eng_profile_op_inputs(const eng_profile_data_t *d, const eng_prof_op_t *op, char *buf,
                                   size_t n) {
   size_t len = 0;
+  if (!n) return buf;
+  buf[0] = '\0';
   const int64_t *p = d->shapes + op->shape_off;
-  if (n) buf[0] = '\0';
-  for (int k = 0; k < op->n_inputs && len < n; k++) {
-    const char *sep = k ? ", " : "";
+  for (int k = 0; k < op->n_inputs; k++) {
+    if (k) put(buf, n, &len, ", ");
     int64_t h = *p++;
     if (h < 0) {
-      len += (size_t)snprintf(buf + len, n - len, "%s-", sep);
+      put(buf, n, &len, "-");
       continue;
     }
     int ndim = (int)(h >> 8);
-    char shape[192];
-    eng_shape_str(p, ndim, shape, sizeof shape);
+    put(buf, n, &len, eng_dtype_name((eng_dtype_t)(h & 0xff)));
+    put(buf, n, &len, "[");
+    for (int i = 0; i < ndim; i++) {
+      if (i) put(buf, n, &len, ",");
+      put_int(buf, n, &len, p[i]);
+    }
+    put(buf, n, &len, "]");
     p += ndim;
-    len += (size_t)snprintf(buf + len, n - len, "%s%s%s", sep, eng_dtype_name((eng_dtype_t)(h & 0xff)),
-                            shape);
   }
   return buf;
 }

@@ -15,7 +15,7 @@ function Attention:init(dim, opts)
   local o = {bias = false, std = opts.std, dtype = opts.dtype, device = opts.device}
   self:add_module("qkv", nn.Linear(dim, 3 * dim, o))
   self:add_module("out", nn.Linear(dim, dim, o))
-  self.masks = setmetatable({}, {__mode = "v"}) -- T .. dtype .. device -> [T, T] additive mask
+  self.masks = {} -- T .. dtype .. device -> [T, T] additive mask, made once (a copy to the GPU waits)
 end
 
 -- 0 on and below the diagonal, -inf above it.

@@ -1,0 +1,247 @@
+-- The recurrent kernels' benchmark: forward and backward per layer call, each beside its floor and
+-- the published anchor, and the peak bytes one call allocates.
+--
+--   engine run scripts/bench/recurrent.lua [--quick] [--only NAME]
+--
+-- `cases` is a table: one row per shape, `kind` naming its runner in `runners` (E88 here; the E1
+-- and E23 sections add their runners and rows). Times are medians of CUDA-event timings over
+-- repeats after warm-up (host clock on the CPU). Without a GPU the CPU runs a tiny size of each
+-- kind, so the script stays runnable everywhere (those numbers are not for PERF.md).
+local engine = engine or require "engine"
+
+local opts = {quick = false}
+do
+  local args = {...}
+  local i = 1
+  while i <= #args do
+    if args[i] == "--quick" then opts.quick = true
+    elseif args[i] == "--only" then opts.only = args[i + 1]; i = i + 1
+    else
+      io.stderr:write("recurrent.lua: unknown argument '", tostring(args[i]),
+                      "'\nusage: engine run scripts/bench/recurrent.lua [--quick] [--only NAME]\n")
+      os.exit(2)
+    end
+    i = i + 1
+  end
+end
+
+local cuda = engine.cuda
+local on_gpu = cuda and cuda.is_available and cuda.is_available()
+local dev = on_gpu and "cuda" or "cpu"
+local WARM, REPS = opts.quick and 2 or 5, opts.quick and 3 or 15
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
+end
+
+-- Microseconds per call of fn: CUDA events around each call on the GPU, the host clock on the CPU.
+local ev0, ev1 = on_gpu and cuda.Event(), on_gpu and cuda.Event()
+local function time_us(fn)
+  for _ = 1, WARM do fn() end
+  if on_gpu then cuda.synchronize() end
+  local times = {}
+  for r = 1, REPS do
+    if on_gpu then
+      ev0:record()
+      fn()
+      ev1:record()
+      ev1:synchronize()
+      times[r] = ev0:elapsed(ev1) * 1000
+    else
+      local t0 = engine.clock()
+      fn()
+      times[r] = (engine.clock() - t0) * 1e6
+    end
+  end
+  return median(times)
+end
+
+-- Peak bytes that one call of fn allocates beyond what is live before it (GPU only).
+local function peak_bytes(fn)
+  if not on_gpu then return nil end
+  collectgarbage()
+  cuda.synchronize()
+  local base = cuda.memory_allocated()
+  cuda.reset_peak_memory_stats()
+  local keep = {fn()}
+  cuda.synchronize()
+  local peak = cuda.max_memory_allocated() - base
+  keep = nil
+  return peak
+end
+
+-- The machine, for the floors.
+local machine = {sm = 132, clock_hz = 1.755e9, bw = 3.35e12, name = "cpu"}
+if on_gpu then
+  local p = cuda.properties()
+  machine = {sm = p.sm_count, clock_hz = p.clock_khz * 1e3, name = p.name,
+             bw = 2 * p.memory_clock_khz * 1e3 * p.memory_bus_bits / 8}
+end
+
+-- ---------------- E88 ----------------
+
+local runners = {}
+
+-- floors: the SFU (one tanh per state element and step: 16 per clock per SM), the bytes moved,
+-- and the dependent chain (T steps of ~100 cycles: 8 FMAs, the column shuffles, an FMA, a tanh).
+local function e88_floors(c, bwd)
+  local elems = c.B * c.T * c.H * c.n * c.v
+  local sfu = elems / (machine.sm * 16 * machine.clock_hz) * 1e6
+  local nck = math.ceil(c.T / 16)
+  local io = c.B * c.T * c.H * (2 * c.n + 2 * c.v + 1) * 2 + c.B * c.H * nck * c.n * c.v * 4
+  local bytes = bwd and (2 * io + c.B * c.T * c.H * c.v * 2) or (io + c.B * c.T * c.H * c.v * 2)
+  local bw = bytes / machine.bw * 1e6
+  local chain = c.T * 100 / machine.clock_hz * 1e6
+  return math.max(sfu, bw, chain), string.format("sfu %.0f, bytes %.0f, chain %.0f", sfu, bw, chain)
+end
+
+function runners.e88(c, dtype)
+  local o = {dtype = dtype, device = dev}
+  local F = engine.F
+  local q = engine.randn({c.B, c.T, c.H, c.n}, o)
+  local k = engine.randn({c.B, c.T, c.H, c.n}, o)
+  local v = engine.randn({c.B, c.T, c.H, c.v}, o)
+  local g = engine.randn({c.B, c.T, c.H, c.v}, o)
+  local decay = engine.rand({c.B, c.T, c.H}, o) * 0.5 + 0.5
+  local S0 = engine.zeros({c.B, c.H, c.n, c.v}, {dtype = dtype == "f64" and "f64" or "f32", device = dev})
+  local y, S_T, ckpt = F.e88_forward(q, k, v, decay, g, {state = S0})
+  local dy = engine.randn({c.B, c.T, c.H, c.v}, o)
+  local r = {}
+  r.fwd = time_us(function() return F.e88(q, k, v, decay, g, {state = S0}) end)
+  r.fwd_ckpt = time_us(function() return F.e88_forward(q, k, v, decay, g, {state = S0}) end)
+  r.bwd = time_us(function() return F.e88_backward(q, k, v, decay, g, S0, ckpt, dy, nil) end)
+  r.fwd_peak = peak_bytes(function() return F.e88_forward(q, k, v, decay, g, {state = S0}) end)
+  r.bwd_peak = peak_bytes(function() return F.e88_backward(q, k, v, decay, g, S0, ckpt, dy, nil) end)
+  r.fwd_floor, r.fwd_floor_why = e88_floors(c, false)
+  r.bwd_floor, r.bwd_floor_why = e88_floors(c, true)
+  return r
+end
+
+-- ---------------- E1 / E23 ----------------
+-- Floors per layer call: the bytes of the sequences read and written once (and the weights once)
+-- at HBM bandwidth, the weight-gradient GEMMs at the bf16 tensor peak (backward), and the chain:
+-- T dependent steps of at least one distributed-shared-memory exchange and cluster barrier each
+-- (taken as 0.5 us, about 900 cycles; E23 needs two a step forward, four backward with the replay).
+local BARRIER_US, TENSOR_FLOPS = 0.5, 990e12
+local function e_floors(c, seq_bytes, gemm_flops, barriers)
+  local bw = seq_bytes / machine.bw * 1e6
+  local mma = gemm_flops / TENSOR_FLOPS * 1e6
+  local chain = c.T * barriers * BARRIER_US
+  return math.max(bw + mma, chain), string.format("bytes %.0f, gemm %.0f, chain %.0f", bw, mma, chain)
+end
+
+local function e_inputs(c, dtype)
+  local o = {dtype = dtype, device = dev}
+  return o, engine.randn({c.B, c.T, c.d}, o), engine.randn({c.d, c.d}, o) * (1 / math.sqrt(c.d)),
+    engine.randn({c.d}, o) * 0.1, engine.randn({c.B, c.d}, o) * 0.5
+end
+
+function runners.e1(c, dtype)
+  local F = engine.F
+  local o, xw, W, b, h0 = e_inputs(c, dtype)
+  local z = engine.randn({c.B, c.T, c.d}, o)
+  local _, _, hs = F.e1_forward(xw, z, W, b, {state = h0})
+  local dy = engine.randn({c.B, c.T, c.d}, o)
+  local r = {}
+  r.fwd = time_us(function() return F.e1_forward(xw, z, W, b, {state = h0}) end)
+  r.bwd = time_us(function() return F.e1_backward(z, W, h0, hs, dy, nil) end)
+  r.fwd_peak = peak_bytes(function() return F.e1_forward(xw, z, W, b, {state = h0}) end)
+  r.bwd_peak = peak_bytes(function() return F.e1_backward(z, W, h0, hs, dy, nil) end)
+  local seq, w = c.B * c.T * c.d * 2, c.d * c.d * 2
+  r.fwd_floor, r.fwd_floor_why = e_floors(c, 4 * seq + w, 0, 1)
+  r.bwd_floor, r.bwd_floor_why = e_floors(c, 7 * seq + 2 * w, 2 * c.B * c.T * c.d * c.d, 1)
+  r.extra = string.format("per step: fwd %.2f us (target 1.5, published 9.1), bwd %.2f us (target 3)",
+                          r.fwd / c.T, r.bwd / c.T)
+  return r
+end
+
+function runners.e23(c, dtype)
+  local F = engine.F
+  local o, xw, Wh, b, h0 = e_inputs(c, dtype)
+  local Ww = engine.randn({c.d, c.d}, o) * (1 / math.sqrt(c.d))
+  local tape0 = engine.randn({c.B, c.N, c.d}, o) * 0.5
+  local opts = {state = h0, tape = tape0, ckpt_every = c.C}
+  local hs, _, _, ck = F.e23_forward(xw, Wh, Ww, b, opts)
+  local dhs = engine.randn({c.B, c.T, c.d}, o)
+  local function bwd() return F.e23_backward(xw, Wh, Ww, b, h0, hs, ck, dhs, nil, nil, {ckpt_every = c.C}) end
+  local r = {}
+  r.fwd = time_us(function() return F.e23_forward(xw, Wh, Ww, b, opts) end)
+  r.bwd = time_us(bwd)
+  r.fwd_peak = peak_bytes(function() return F.e23_forward(xw, Wh, Ww, b, opts) end)
+  r.bwd_peak = peak_bytes(bwd)
+  local seq, w = c.B * c.T * c.d * 2, c.d * c.d * 2
+  local ck_bytes = c.B * math.ceil(c.T / c.C) * c.N * c.d * 4
+  r.fwd_floor, r.fwd_floor_why = e_floors(c, 2 * seq + 2 * w + ck_bytes, 0, 2)
+  r.bwd_floor, r.bwd_floor_why = e_floors(c, 6 * seq + 4 * w + ck_bytes, 4 * c.B * c.T * c.d * c.d, 4)
+  r.extra = string.format("per step: fwd %.2f us (target 3, published 24.3), bwd %.2f us (target 6)",
+                          r.fwd / c.T, r.bwd / c.T)
+  return r
+end
+
+local E1_ANCHOR = {fwd = 9.1 * 512, where = "E1 9.1 us/step (GEMM + kernel a step)"}
+local E23_ANCHOR = {fwd = 24.3 * 512, where = "E23 24.3 us/step"}
+
+-- ---------------- the cases ----------------
+
+local E88_ANCHOR = {fwd = 1065, bwd = 2962, where = "published kernels, RTX 4090"}
+local cases = {
+  {name = "e88 layer", kind = "e88", B = 8, T = 512, H = 83, n = 32, v = 32, anchor = E88_ANCHOR,
+   target = {fwd = 250, bwd = 600}},
+  {name = "e88 B=16", kind = "e88", B = 16, T = 512, H = 83, n = 32, v = 32},
+  {name = "e88 T=2048", kind = "e88", B = 8, T = 2048, H = 83, n = 32, v = 32},
+  {name = "e88 n=v=64", kind = "e88", B = 8, T = 512, H = 41, n = 64, v = 64},
+  {name = "e88 tiny (cpu)", kind = "e88", B = 1, T = 32, H = 2, n = 16, v = 16, cpu = true},
+  -- E1 / E23 (shape: batch, steps, d, and the tape's slots and checkpoint interval for E23)
+  {name = "e1 B4 d512", kind = "e1", B = 4, T = 512, d = 512, anchor = E1_ANCHOR},
+  {name = "e1 B4 d768", kind = "e1", B = 4, T = 512, d = 768, anchor = E1_ANCHOR},
+  {name = "e1 B64 d512", kind = "e1", B = 64, T = 512, d = 512, anchor = E1_ANCHOR},
+  {name = "e1 B64 d768", kind = "e1", B = 64, T = 512, d = 768, anchor = E1_ANCHOR},
+  {name = "e1 tiny (cpu)", kind = "e1", B = 2, T = 32, d = 32, cpu = true},
+  {name = "e23 B4 N8", kind = "e23", B = 4, T = 512, d = 512, N = 8, C = 16, anchor = E23_ANCHOR},
+  {name = "e23 B4 N64", kind = "e23", B = 4, T = 512, d = 512, N = 64, C = 16, anchor = E23_ANCHOR},
+  {name = "e23 B64 N8", kind = "e23", B = 64, T = 512, d = 512, N = 8, C = 16, anchor = E23_ANCHOR},
+  {name = "e23 B64 N64", kind = "e23", B = 64, T = 512, d = 512, N = 64, C = 16, anchor = E23_ANCHOR},
+  {name = "e23 tiny (cpu)", kind = "e23", B = 2, T = 32, d = 32, N = 8, C = 16, cpu = true},
+}
+
+-- ---------------- run and print ----------------
+
+local function mib(b) return b and string.format("%.1f", b / 2 ^ 20) or "-" end
+local function fmt(x) return x and string.format("%.0f", x) or "-" end
+
+print(string.format("recurrent kernels on %s (%s); times in us per layer call, median of %d",
+                    dev, machine.name, REPS))
+print(string.format("%-16s %-22s %8s %8s %8s %7s %8s %8s %8s %7s %9s %9s  %s", "case", "shape",
+                    "fwd", "floor", "anchor", "x", "bwd", "floor", "anchor", "bwd/fwd",
+                    "fwd MiB", "bwd MiB", "floor terms (fwd | bwd)"))
+for _, c in ipairs(cases) do
+  local want = opts.only == nil or c.name:find(opts.only, 1, true)
+  if want and (on_gpu and not c.cpu or not on_gpu and c.cpu) then
+    local dtype = on_gpu and "bf16" or "f32"
+    local ok, r = pcall(runners[c.kind], c, dtype)
+    local shape = c.d and string.format("B%d T%d d%d%s", c.B, c.T, c.d, c.N and (" N" .. c.N) or "")
+      or string.format("B%d T%d H%d n%d v%d", c.B, c.T, c.H, c.n or 0, c.v or 0)
+    if not ok then
+      print(string.format("%-16s %-22s failed: %s", c.name, shape, tostring(r)))
+    else
+      local a = c.anchor or {}
+      print(string.format("%-16s %-22s %8s %8s %8s %7s %8s %8s %8s %7.2f %9s %9s  %s | %s",
+                          c.name, shape, fmt(r.fwd), fmt(r.fwd_floor), fmt(a.fwd),
+                          a.fwd and string.format("%.2f", a.fwd / r.fwd) or "-", fmt(r.bwd),
+                          fmt(r.bwd_floor), fmt(a.bwd), r.bwd / r.fwd, mib(r.fwd_peak),
+                          mib(r.bwd_peak), r.fwd_floor_why, r.bwd_floor_why))
+      if r.extra then print(string.format("%-16s %-22s %s", "", "", r.extra)) end
+      if r.fwd_ckpt then
+        print(string.format("%-16s %-22s fwd with checkpoints (e88_forward): %s us%s", "", "",
+                            fmt(r.fwd_ckpt), c.target and string.format(
+                              "; targets fwd <= %d, bwd <= %d and <= 2.5x fwd", c.target.fwd,
+                              c.target.bwd) or ""))
+      end
+    end
+    collectgarbage()
+  end
+end
+print("x = anchor / ours (above 1: faster than the published kernels); anchor: " .. E88_ANCHOR.where)
+print("E1 / E23 anchors (forward only, T = 512): " .. E1_ANCHOR.where .. "; " .. E23_ANCHOR.where)

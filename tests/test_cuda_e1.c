@@ -1,0 +1,73 @@
+/* E1 on CUDA against the CPU reference, forward and backward, every output compared: the
+ * benchmark shapes (B = 4 and 64, T = 512, d = 512 and 768: the cluster kernels with 16-byte
+ * loads), odd ones (T = 1, T = 17, B = 3, d = 100 and 33: scalar loads; d = 2048 in f32: W_h too
+ * big for a cluster, the global-memory kernel; f64: the global-memory kernel), every dtype, strided
+ * inputs, no h0 / no dh_T, and T = 4096 staying finite. Tolerances: bf16/f16 1e-2; f32 2e-5
+ * (forward) and 5e-5 (backward: f32 sums through up to 512 dependent steps against an f64
+ * reference); f64 1e-10. */
+#include "cuda_e_series.h"
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+static double tol_of(eng_dtype_t dt, int bwd) {
+  return dt == ENG_F64 ? 1e-10 : dt == ENG_F32 ? (bwd ? 5e-5 : 2e-5) : 1e-2;
+}
+
+static void check(int64_t B, int64_t T, int64_t d, eng_dtype_t dt, int with_h0, int with_dhT,
+                  int strided) {
+  const uint64_t seed = (uint64_t)(B * 1000003 + T * 1009 + d * 7 + dt);
+  const double ws = 1.5 / sqrt((double)d); /* a recurrent weight of spectral radius around 1.5 */
+  pair_t in[6] = {
+      e_rand(SHAPE(B, T, d), dt, seed + 1, -1, 1, strided),
+      e_rand(SHAPE(B, T, d), dt, seed + 2, -2, 2, strided),
+      e_rand(SHAPE(d, d), dt, seed + 3, -ws, ws, strided),
+      pair_rand(SHAPE(d), dt, seed + 4, -0.5, 0.5),
+      with_h0 ? e_rand(SHAPE(B, d), dt, seed + 5, -0.9, 0.9, strided) : (pair_t){NULL, NULL},
+  };
+  char what[256];
+  snprintf(what, sizeof what, "e1 %s B=%lld T=%lld d=%lld%s%s%s", eng_dtype_name(dt), (long long)B,
+           (long long)T, (long long)d, with_h0 ? "" : " no h0", with_dhT ? "" : " no dh_T",
+           strided ? " strided" : "");
+  static const char *const fwd_names[3] = {"y", "h_T", "hs"};
+  const double ft = tol_of(dt, 0), fwd_tol[3] = {ft, ft, ft};
+  eng_tensor_t *ref[3];
+  eng_op_attrs_t attrs = {0};
+  compare_op(ENG_OP_E1, in, 5, attrs, fwd_tol, fwd_names, what, ref);
+  /* backward from the CPU's hs (both sides read the same saved sequence) */
+  pair_t hs = pair_of(ref[2]);
+  pair_t dy = e_like(ref[0], seed + 6), dhT = with_dhT ? e_like(ref[1], seed + 7) : (pair_t){NULL, NULL};
+  pair_t bin[6] = {in[1], in[2], in[4], hs, dy, dhT};
+  static const char *const bwd_names[5] = {"dxw", "dz", "dW_h", "db", "dh0"};
+  const double bt = tol_of(dt, 1), bwd_tol[5] = {bt, bt, bt, bt, bt};
+  compare_op(ENG_OP_E1_BACKWARD, bin, 6, attrs, bwd_tol, bwd_names, what, NULL);
+  pair_release(hs), pair_release(dy), pair_release(dhT);
+  eng_tensor_release(ref[0]), eng_tensor_release(ref[1]);
+  for (int k = 0; k < 5; k++) pair_release(in[k]);
+}
+
+Test(cuda_e1, benchmark_shapes) {
+  SKIP_WITHOUT_GPU();
+  check(4, 512, 512, ENG_BF16, 1, 1, 0);
+  check(4, 512, 768, ENG_BF16, 1, 1, 0);
+  check(64, 512, 512, ENG_BF16, 1, 1, 0);
+  check(64, 512, 768, ENG_BF16, 1, 1, 0);
+  check(4, 512, 768, ENG_F32, 1, 1, 0);
+  check(64, 128, 512, ENG_F32, 1, 1, 0);
+}
+
+Test(cuda_e1, odd_shapes_and_dtypes) {
+  SKIP_WITHOUT_GPU();
+  const eng_dtype_t dts[4] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
+  for (int k = 0; k < 4; k++) {
+    check(3, 17, 100, dts[k], 1, 1, 0);
+    check(1, 1, 33, dts[k], 0, 0, 0);
+    check(3, 17, 64, dts[k], 0, 1, 1);
+  }
+  check(2, 5, 2048, ENG_F32, 1, 1, 0); /* W_h of 16 MB: the global-memory kernel */
+  check(200, 3, 24, ENG_BF16, 1, 1, 0); /* more batch rows than SMs */
+}
+
+Test(cuda_e1, long_sequences_stay_finite) {
+  SKIP_WITHOUT_GPU();
+  check(2, 4096, 256, ENG_BF16, 1, 1, 0);
+}

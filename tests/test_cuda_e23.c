@@ -1,0 +1,83 @@
+/* E23 on CUDA against the CPU reference, forward and backward, every output compared: the
+ * benchmark shapes (B = 4 and 64, d = 512, N = 8 and 64: cluster kernels, the forward's tape on
+ * chip or in global memory), odd ones (T = 1, T = 17, B = 3, d = 100 and 33, N = 5, checkpoint
+ * intervals that do not divide T), every dtype (f64: the global-memory kernels), strided inputs,
+ * no state / no final gradients, and T = 4096 staying finite. Tolerances: bf16/f16 1e-2; f32 3e-5
+ * forward and 2e-4 backward (f32 attention and tape updates through up to 512 dependent steps,
+ * and the GPU's next-step read scores come from the identity H_new h = (1 - a) H h + a (w . h)
+ * instead of a fresh pass, against an f64 reference); f64 1e-9. */
+#include "cuda_e_series.h"
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+static double tol_of(eng_dtype_t dt, int bwd) {
+  return dt == ENG_F64 ? 1e-9 : dt == ENG_F32 ? (bwd ? 2e-4 : 3e-5) : 1e-2;
+}
+
+static void check(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_dtype_t dt,
+                  int with_state, int with_final, int strided) {
+  const uint64_t seed = (uint64_t)(B * 1000003 + T * 1009 + N * 101 + d * 7 + dt);
+  const double ws = 1.2 / sqrt((double)d);
+  pair_t in[6] = {
+      e_rand(SHAPE(B, T, d), dt, seed + 1, -1, 1, strided),
+      e_rand(SHAPE(d, d), dt, seed + 2, -ws, ws, strided),
+      e_rand(SHAPE(d, d), dt, seed + 3, -ws, ws, strided),
+      pair_rand(SHAPE(d), dt, seed + 4, -0.5, 0.5),
+      with_state ? e_rand(SHAPE(B, d), dt, seed + 5, -0.9, 0.9, strided) : (pair_t){NULL, NULL},
+      with_state ? e_rand(SHAPE(B, N, d), dt, seed + 6, -1, 1, strided) : (pair_t){NULL, NULL},
+  };
+  char what[256];
+  snprintf(what, sizeof what, "e23 %s B=%lld T=%lld N=%lld d=%lld C=%lld%s%s%s", eng_dtype_name(dt),
+           (long long)B, (long long)T, (long long)N, (long long)d, (long long)C,
+           with_state ? "" : " no state", with_final ? "" : " no final grads", strided ? " strided" : "");
+  static const char *const fwd_names[4] = {"hs", "h_T", "tape_T", "ckpt"};
+  const double ft = tol_of(dt, 0);
+  /* ckpt is f32 state even for bf16 values: held to the f32 bound (3e-5) unless f64 */
+  const double fwd_tol[4] = {ft, ft, ft, dt == ENG_F64 ? ft : 3e-5};
+  eng_tensor_t *ref[4];
+  eng_op_attrs_t attrs = {0};
+  attrs.i[0] = N;
+  attrs.i[1] = C;
+  attrs.ni = 2;
+  compare_op(ENG_OP_E23, in, 6, attrs, fwd_tol, fwd_names, what, ref);
+  pair_t hs = pair_of(ref[0]), ck = pair_of(ref[3]);
+  pair_t dhs = e_like(ref[0], seed + 7);
+  pair_t dhT = with_final ? e_like(ref[1], seed + 8) : (pair_t){NULL, NULL};
+  pair_t dtT = with_final ? e_like(ref[2], seed + 9) : (pair_t){NULL, NULL};
+  pair_t bin[10] = {in[0], in[1], in[2], in[3], in[4], hs, ck, dhs, dhT, dtT};
+  static const char *const bwd_names[6] = {"dxw", "dW_h", "dW_write", "db", "dh0", "dtape0"};
+  const double bt = tol_of(dt, 1), bwd_tol[6] = {bt, bt, bt, bt, bt, bt};
+  eng_op_attrs_t battrs = {0};
+  battrs.i[0] = C;
+  battrs.ni = 1;
+  compare_op(ENG_OP_E23_BACKWARD, bin, 10, battrs, bwd_tol, bwd_names, what, NULL);
+  pair_release(hs), pair_release(ck), pair_release(dhs), pair_release(dhT), pair_release(dtT);
+  eng_tensor_release(ref[1]), eng_tensor_release(ref[2]);
+  for (int k = 0; k < 6; k++) pair_release(in[k]);
+}
+
+Test(cuda_e23, benchmark_shapes) {
+  SKIP_WITHOUT_GPU();
+  check(4, 512, 8, 512, 16, ENG_BF16, 1, 1, 0);
+  check(4, 512, 64, 512, 16, ENG_BF16, 1, 1, 0);
+  check(64, 128, 8, 512, 16, ENG_BF16, 1, 1, 0);
+  check(64, 128, 64, 512, 16, ENG_BF16, 1, 1, 0);
+  check(4, 512, 64, 512, 16, ENG_F32, 1, 1, 0);
+}
+
+Test(cuda_e23, odd_shapes_and_dtypes) {
+  SKIP_WITHOUT_GPU();
+  const eng_dtype_t dts[4] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
+  for (int k = 0; k < 4; k++) {
+    check(3, 17, 5, 100, 4, dts[k], 1, 1, 0);
+    check(1, 1, 8, 33, 16, dts[k], 0, 0, 0);
+    check(3, 17, 8, 64, 16, dts[k], 0, 1, 1);
+  }
+  check(200, 3, 8, 24, 2, ENG_BF16, 1, 1, 0); /* more batch rows than SMs */
+  check(2, 9, 4, 1536, 4, ENG_F32, 1, 1, 0);   /* weights too big for a cluster */
+}
+
+Test(cuda_e23, long_sequences_stay_finite) {
+  SKIP_WITHOUT_GPU();
+  check(2, 4096, 8, 64, 64, ENG_BF16, 1, 1, 0);
+}
