@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_autograd.h"
 #include "support.h"
 
 /* One scalar AdamW step in double (torch.optim.AdamW's formulas). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu/block_io.h"
+#include "cpu/nd_iter.h"
 
 #define E88_EPS 1e-6
 
@@ -124,15 +125,18 @@ static void forward_bh(const inputs_t *in, const void *S0, void *y, void *S_T, v
   if (S_T) eng_kcpu_store_f64(S_T, in->sdt, bh * nv, 1, S, nv);
 }
 
-/* Runs fn(bh, scratch) for every (b, h) in parallel; -1 when the scratch cannot be allocated. */
+/* Runs CALL for every (b, h) with `w` its thread's scratch, in parallel when the work is large
+ * (small calls, as in the gradient checks, would spend their time waking threads); returns -1 from
+ * the caller when the scratch cannot be allocated. */
 #define FOR_EACH_BH(s, CALL)                                                                  \
   do {                                                                                        \
     const int64_t nbh_ = (s)->B * (s)->H, len_ = scratch_len(s);                             \
-    const int nth_ = nbh_ < omp_get_max_threads() ? (int)(nbh_ > 0 ? nbh_ : 1)                \
-                                                  : omp_get_max_threads();                    \
+    const int par_ = nbh_ > 1 && nbh_ * (s)->T * (s)->n * (s)->v >= ENG_KCPU_PARALLEL_MIN;    \
+    const int nth_ = !par_ ? 1 : nbh_ < omp_get_max_threads() ? (int)nbh_                     \
+                                                               : omp_get_max_threads();       \
     double *all_ = malloc(sizeof(double) * (size_t)(len_ * nth_));                            \
     if (!all_) return -1;                                                                     \
-    _Pragma("omp parallel for schedule(dynamic, 1) num_threads(nth_)")                        \
+    _Pragma("omp parallel for schedule(dynamic, 1) num_threads(nth_) if (par_)")              \
     for (int64_t bh = 0; bh < nbh_; bh++) {                                                   \
       double *w = all_ + len_ * omp_get_thread_num();                                         \
       CALL;                                                                                   \
@@ -206,7 +210,7 @@ static void backward_step(const inputs_t *in, const grads_t *gr, int64_t b, int6
       const double p = dP[i * v + j], sp = Sp[i * v + j];
       ddec += p * sp;
       acc += p * delta[j] - sp * ddl[j];
-      dS[i * v + j] = dec * p + kh[i] * ddl[j];
+      dS[i * v + j] = dec * p - kh[i] * ddl[j];
     }
     dkh[i] = acc;
   }

@@ -75,6 +75,7 @@ template <typename T, int BG, bool CL> struct Ctx {
   using A = acc_t<T>;
   int64_t B, nt, N, d, R, c0, c1, w;  // w = c1 - c0 units owned
   int rank, cs, group, warp, lane, nwarps;
+  bool vs, vg;  // 16-byte loads of weight rows: on chip, and in global memory
   A scale;
   A *hbuf, *part1, *part2, *rbuf, *abuf, *wloc;
   A *tape;  // tape(g, i, jj) = tape[(g * N + i) * R + jj]
@@ -93,6 +94,9 @@ __device__ Ctx<T, BG, CL> make_ctx(const P23<T> &p, unsigned char *smem, const L
   c.w = c.c1 - c.c0;
   c.warp = threadIdx.x >> 5, c.lane = threadIdx.x & 31, c.nwarps = blockDim.x >> 5;
   c.scale = (A)1 / sqrt((A)p.d);
+  constexpr int64_t VEC = 16 / sizeof(T);
+  c.vs = sizeof(T) <= 4 && p.d % VEC == 0;
+  c.vg = c.vs && reinterpret_cast<uintptr_t>(p.Wh) % 16 == 0 && reinterpret_cast<uintptr_t>(p.Ww) % 16 == 0;
   c.hbuf = reinterpret_cast<A *>(smem + l.hbuf);
   c.part1 = reinterpret_cast<A *>(smem + l.part1);
   c.part2 = reinterpret_cast<A *>(smem + l.part2);
@@ -115,11 +119,24 @@ __device__ void stage(T *dst, const T *W, int64_t d, int64_t c0, int64_t w, bool
   }
 }
 
+// acc[g] += row . v[g]: 16-byte loads where the row is contiguous and aligned (`vec`).
+template <typename T, int BG>
+__device__ __forceinline__ void dots(bool vec, const T *row, int64_t cs, const acc_t<T> *v,
+                                     int64_t d, int lane, acc_t<T> *acc) {
+  if constexpr (sizeof(T) <= 4) {
+    if (vec && cs == 1) {
+      dots_vec<T, BG>(row, v, d, lane, acc);
+      return;
+    }
+  }
+  dots_scalar<T, BG>(row, cs, v, d, lane, acc);
+}
+
 // ---- the forward step's phases ----
 
 // h_t for the owned units: W_h h_{t-1} + xw + H^T r + b, then tanh; h_t goes to every CTA's hn.
 template <typename T, int BG, bool CL>
-__device__ void phase_h(const Ctx<T, BG, CL> &c, const T *Wrows, int64_t t, const T *xw,
+__device__ void phase_h(const Ctx<T, BG, CL> &c, const T *Wrows, bool vec, int64_t t, const T *xw,
                         const T *bias, const acc_t<T> *hc, acc_t<T> *hn, T *hs_out, T *hT_out,
                         acc_t<T> *hown) {
   using A = acc_t<T>;
@@ -130,7 +147,7 @@ __device__ void phase_h(const Ctx<T, BG, CL> &c, const T *Wrows, int64_t t, cons
     A xv = 0;
     if (fin) xv = load(xw + at) + load(bias + j);
     A acc[BG] = {};
-    dots_scalar<T, BG>(Wrows + jj * c.d, 1, hc, c.d, c.lane, acc);
+    dots<T, BG>(vec, Wrows + jj * c.d, 1, hc, c.d, c.lane, acc);
 #pragma unroll
     for (int g = 0; g < BG; g++)
       for (int64_t i = c.lane; i < c.N; i += 32) acc[g] += c.rbuf[g * c.N + i] * c.tp(g, i, jj);
@@ -148,13 +165,13 @@ __device__ void phase_h(const Ctx<T, BG, CL> &c, const T *Wrows, int64_t t, cons
 // w = W_write h_t for the owned units (when with_w), then this CTA's partial sums over its units
 // of H h (slots 0..N-1) and w . h (slot N) into every CTA's part1; ends at a cluster barrier.
 template <typename T, int BG, bool CL>
-__device__ void phase_scores(const Ctx<T, BG, CL> &c, const T *Wrows, const acc_t<T> *hn,
+__device__ void phase_scores(const Ctx<T, BG, CL> &c, const T *Wrows, bool vec, const acc_t<T> *hn,
                              bool with_w, acc_t<T> *wown) {
   using A = acc_t<T>;
   if (with_w) {
     for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
       A acc[BG] = {};
-      dots_scalar<T, BG>(Wrows + jj * c.d, 1, hn, c.d, c.lane, acc);
+      dots<T, BG>(vec, Wrows + jj * c.d, 1, hn, c.d, c.lane, acc);
       const A w = reduce_pick<A, BG>(acc, c.lane);
       if (c.lane < BG) {
         c.wloc[c.lane * c.R + jj] = w;
@@ -261,7 +278,8 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
   }
   load_state(c, p.h0, p.d);
   sync_all<CL>();
-  phase_scores(c, Ww, c.hbuf, false, (A *)nullptr);
+  const bool vec = CL ? c.vs : c.vg;
+  phase_scores(c, Ww, vec, c.hbuf, false, (A *)nullptr);
   phase_attend(c, false);
   const int64_t K = (p.nt + p.C - 1) / p.C;
   for (int64_t t = 0; t < p.nt; t++) {
@@ -272,9 +290,9 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
         if (bi < p.B) p.ckpt[((bi * K + t / p.C) * p.N + i) * p.d + c.c0 + jj] = c.tp(g, i, jj);
       }
     A *hc = c.hbuf + (t & 1) * BG * p.d, *hn = c.hbuf + ((t + 1) & 1) * BG * p.d;
-    phase_h(c, Wh, t, p.xw, p.b, hc, hn, p.hs, t == p.nt - 1 ? p.hT : (T *)nullptr, (A *)nullptr);
+    phase_h(c, Wh, vec, t, p.xw, p.b, hc, hn, p.hs, t == p.nt - 1 ? p.hT : (T *)nullptr, (A *)nullptr);
     sync_all<CL>();
-    phase_scores(c, Ww, hn, true, (A *)nullptr);
+    phase_scores(c, Ww, vec, hn, true, (A *)nullptr);
     phase_attend(c, true);
   }
   for (int64_t k = threadIdx.x; k < BG * p.N * c.w; k += blockDim.x) {
@@ -345,16 +363,16 @@ __global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
     for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x)
       hown[(k / c.w) * R + k % c.w] = c.hbuf[(k / c.w) * d + c.c0 + k % c.w];
     sync_all<CL>();
-    phase_scores(c, Ww, c.hbuf, false, (A *)nullptr);
+    phase_scores(c, Ww, c.vg, c.hbuf, false, (A *)nullptr);
     phase_attend(c, false);
     for (int64_t s = 0; s < L; s++) {
       const int64_t t = t0 + s;
       for (int64_t k = threadIdx.x; k < BG * NR; k += blockDim.x) seg[s * BG * NR + k] = work[k];
       for (int64_t k = threadIdx.x; k < BG * N; k += blockDim.x) rs[s * BG * N + k] = c.rbuf[k];
       A *hc = c.hbuf + (s & 1) * BG * d, *hn = c.hbuf + ((s + 1) & 1) * BG * d;
-      phase_h(c, Wh, t, p.xw, p.b, hc, hn, (T *)nullptr, (T *)nullptr, hown + (s + 1) * BG * R);
+      phase_h(c, Wh, c.vg, t, p.xw, p.b, hc, hn, (T *)nullptr, (T *)nullptr, hown + (s + 1) * BG * R);
       sync_all<CL>();
-      phase_scores(c, Ww, hn, true, wown + s * BG * R);
+      phase_scores(c, Ww, c.vg, hn, true, wown + s * BG * R);
       phase_attend(c, true);
       for (int64_t k = threadIdx.x; k < BG * N; k += blockDim.x) as[s * BG * N + k] = c.abuf[k];
     }
@@ -405,7 +423,7 @@ __global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
         const bool fin = c.lane < BG && bme < p.B;
         for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
           A acc[BG] = {};
-          dots_scalar<T, BG>(WwT + jj * trs, tcs, dwbuf, d, c.lane, acc);
+          dots<T, BG>(c.vs, WwT + jj * trs, tcs, dwbuf, d, c.lane, acc);
 #pragma unroll
           for (int g = 0; g < BG; g++)
             for (int64_t i = c.lane; i < N; i += 32) acc[g] += c.scale * dsa[g * N + i] * Hat(g, i, jj);
@@ -452,7 +470,7 @@ __global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
       __syncthreads();
       for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
         A acc[BG] = {};
-        dots_scalar<T, BG>(WhT + jj * trs, tcs, dpbuf, d, c.lane, acc);
+        dots<T, BG>(c.vs, WhT + jj * trs, tcs, dpbuf, d, c.lane, acc);
 #pragma unroll
         for (int g = 0; g < BG; g++)
           for (int64_t i = c.lane; i < N; i += 32) acc[g] += c.scale * dsr[g * N + i] * Hat(g, i, jj);

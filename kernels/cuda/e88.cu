@@ -28,6 +28,8 @@ constexpr int kBwdMaxSeg = 64;                 // ckpt_every limit of the backwa
 constexpr size_t kFwdSmem = 48 * 1024;         // forward chunk budget (no opt-in needed)
 constexpr size_t kBwdSmem = 74 * 1024;         // backward budget: 3 blocks per SM on H100/H200
 constexpr size_t kMaxSmem = 200 * 1024;        // what the backward may grow to when it must
+constexpr int kMaxThreads = 512;               // n*v/8 threads a block; the backward's ~100
+                                               // registers a thread allow no more
 
 template <int N> struct Geo {
   static constexpr int P = N / R;    // lanes per column
@@ -111,11 +113,13 @@ __device__ __forceinline__ int64_t row_of(const Params &p, int b, int t, int h) 
 }
 
 // Stages steps t0 .. t0+len-1 of (b, h): q, k into qf, kf [len][N] (normalized when l2, with the
-// norms into qn, kn when given), v into vf, g (or silu(g) when `silu`) into gf, dy into dyf (when
-// given) [len][V], decay into df [len]. Ends with a barrier.
+// norms into qn, kn when given), v into vf [len][V], decay into df [len], and per element of g
+// and dy [len][V]: for the forward gf = silu(g); for the backward (dyf given) the gate's factors
+// dyf = dy * silu(g) (the gradient reaching o; dy without a gate) and gf = dy * silu'(g) (times
+// o it is dg), so that the walk back computes no sigmoid. Ends with a barrier.
 template <typename T, int N>
 __device__ void stage(const Params &p, int b, int h, int t0, int len, float *qf, float *kf,
-                      float *qn, float *kn, float *vf, float *gf, float *dyf, float *df, bool silu) {
+                      float *qn, float *kn, float *vf, float *gf, float *dyf, float *df) {
   const int tid = threadIdx.x, nt = blockDim.x, V = p.V;
   const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v, *g = (const T *)p.g,
           *dy = (const T *)p.dy, *dec = (const T *)p.decay;
@@ -129,11 +133,14 @@ __device__ void stage(const Params &p, int b, int h, int t0, int len, float *qf,
     const int u = e / V, jj = e - u * V;
     const int64_t at = row_of(p, b, t0 + u, h) * V + jj;
     vf[e] = load(v + at);
-    if (p.gate) {
-      const float x = load(g + at);
-      gf[e] = silu ? x * sigmoidf_(x) : x;
+    const float x = p.gate ? load(g + at) : 0.f, sg = sigmoidf_(x), silu = x * sg;
+    if (!dyf) {
+      if (p.gate) gf[e] = silu;
+      continue;
     }
-    if (dyf) dyf[e] = load(dy + at);
+    const float d = load(dy + at);
+    dyf[e] = p.gate ? d * silu : d;
+    if (p.gate) gf[e] = d * fmaf(silu, 1.f - sg, sg);
   }
   for (int u = tid; u < len; u += nt) df[u] = load(dec + row_of(p, b, t0 + u, h));
   __syncthreads();
@@ -168,7 +175,7 @@ __global__ void e88_forward_kernel(Params p) {
 
   for (int t0 = 0; t0 < p.T; t0 += L) {
     const int len = min(L, p.T - t0);
-    stage<T, N>(p, pl.b, pl.h, t0, len, qf, kf, nullptr, nullptr, vf, gf, nullptr, df, true);
+    stage<T, N>(p, pl.b, pl.h, t0, len, qf, kf, nullptr, nullptr, vf, gf, nullptr, df);
     for (int u = 0; u < len; u++) {
       const int t = t0 + u;
       if (p.ckpt && t % p.C == 0) {
@@ -240,7 +247,7 @@ struct BwdLayout {
 };
 
 template <typename T, int N>
-__global__ void e88_backward_kernel(Params p) {
+__global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
   constexpr bool FAST = !std::is_same<T, float>::value;
   constexpr int CW = Geo<N>::CW, PER = 2 * R / CW;  // reduce-scatter values per lane
   const Place<N> pl(p.H);
@@ -262,7 +269,7 @@ __global__ void e88_backward_kernel(Params p) {
   for (int seg = p.nck - 1; seg >= 0; seg--) {
     const int t0 = seg * C, t1 = min(t0 + C, p.T);
     __syncthreads();  // the previous segment is done with the staged inputs
-    stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, qf, kf, qn, kn, vf, gf, dyf, df, false);
+    stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, qf, kf, qn, kn, vf, gf, dyf, df);
     for (int c1 = t1; c1 > t0; c1 -= Lb) {
       const int c0 = max(t0, c1 - Lb);
       // replay t0 .. c1-1 from the checkpoint, keeping the states of c0 .. c1-1
@@ -310,13 +317,8 @@ __global__ void e88_backward_kernel(Params p) {
         }
         load8(kf + us * N + pl.i0, kh);
         load8(qf + us * N + pl.i0, qh);
-        const float dyj = dyf[us * V + pl.j], delta = dl[u * V + pl.j], dec = df[us];
-        float dov = dyj, dgj = 0.f;
-        if (p.gate) {
-          const float gj = gf[us * V + pl.j], sg = sigmoidf_(gj);
-          dov = dyj * gj * sg;
-          dgj = dyj * of[u * V + pl.j] * sg * (1.f + gj * (1.f - sg));
-        }
+        const float dov = dyf[us * V + pl.j], delta = dl[u * V + pl.j], dec = df[us];
+        const float dgj = p.gate ? gf[us * V + pl.j] * of[u * V + pl.j] : 0.f;
         float dP[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -446,7 +448,7 @@ extern "C" int eng_kcuda_e88_supported(const eng_e88_shape_t *s, int backward, c
   const char *no = NULL;
   if (!n_supported(s->n)) no = "n_state must be 16, 32 or 64";
   else if (s->v % (256 / s->n) != 0) no = "head_v_dim must be a multiple of 256/n_state";
-  else if (s->n * s->v > 8192) no = "n_state * head_v_dim must be at most 8192";
+  else if (s->n * s->v > 8 * kMaxThreads) no = "n_state * head_v_dim must be at most 4096";
   else if (s->B * s->H > 0x7fffffff || s->T > 0x7fffffff) no = "B*H and T must fit in 32 bits";
   else if (backward && s->ckpt_every > kBwdMaxSeg) no = "ckpt_every must be at most 64";
   if (why) *why = no;

@@ -1,6 +1,6 @@
 /* E88 on CUDA: the forward and the checkpointed backward of kernels/cpu/e88.h, for f32, f16 and
  * bf16 values (states, checkpoints and accumulation in f32), n_state in {16, 32, 64} and v a
- * multiple of 256/n with n*v <= 8192; ckpt_every <= 64 for the backward. The f16/bf16 kernels use
+ * multiple of 256/n with n*v <= 4096; ckpt_every <= 64 for the backward. The f16/bf16 kernels use
  * the hardware tanh (tanh.approx.f32, relative error 2^-11, below their rounding); f32 uses tanhf.
  * Launchers return a cudaError_t as int (0 = success) and never synchronize. */
 #ifndef ENG_KCUDA_E88_H

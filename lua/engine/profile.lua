@@ -123,6 +123,7 @@ function Profile:items(by, time)
     error("profile: by must be kernel, op, line, frame or phase, got " .. tostring(by), 3)
   end
   time = self:basis(time)
+  if time == "cpu" and by == "kernel" then by = "op" end -- CPU time belongs to ops
   local map, list = {}, {}
   local function add(key, ns, calls)
     local it = map[key]
@@ -316,7 +317,9 @@ function Profile:table(opts)
                     {group = true, by = true, top = true, time = true, width = true, title = true})
   local rows, other, total = self:rows(opts)
   local width = width_opt(opts)
+  local basis = self:basis(opts.time)
   local by = opts.by or (self.has_gpu and "kernel" or "op")
+  if basis == "cpu" and by == "kernel" then by = "op" end
   local out = {}
   for _, r in ipairs(rows) do
     local name = by == "kernel" and not opts.group and short_name(r.name) or r.name
@@ -329,7 +332,6 @@ function Profile:table(opts)
   local calls = other.calls
   for _, r in ipairs(rows) do calls = calls + r.calls end
   out[#out + 1] = {"Total", ms(total), pct(total, total), tostring(calls), us_per(total, calls)}
-  local basis = self:basis(opts.time)
   local title = opts.title or string.format("%s time by %s (wall %.3f ms)",
                                             basis == "gpu" and "GPU" or "CPU", by,
                                             self.records.wall_ns / 1e6)

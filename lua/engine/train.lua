@@ -279,8 +279,7 @@ local function train(cfg)
   return summary
 end
 
-local M = setmetatable({run = train, checkpoint_name = CHECKPOINT},
-                       {__call = function(_, cfg) return train(cfg) end})
+local M = setmetatable({}, {__call = function(_, cfg) return train(cfg) end})
 doc(M, [[engine.train{model =, data =, steps = N | minutes = M, ...} -> summary
 
 Trains model (a module with loss(inputs, targets)) on data (an engine.data dataset, or a path:

@@ -1,7 +1,8 @@
 -- The profiler's own cost per op, on the host: a loop of tiny ops timed without the profiler and
 -- inside engine.profile (the op hook, the Lua line lookup, and on a GPU CUPTI's records), called
 -- directly and from 4 frames deep in framework code (lua/engine/..., which the line lookup walks
--- past). The median of 7 runs each; the difference over the op count is the overhead per op.
+-- past). Wall time (median of 7 loops) and process CPU time (least of 7); the difference over the
+-- op count is the overhead per op.
 --   engine run scripts/bench/profile_overhead.lua [n_ops]
 local engine = require "engine"
 local N = tonumber(arg and arg[1]) or 20000
@@ -30,23 +31,28 @@ local function median(v)
   return v[(#v + 1) / 2]
 end
 
--- Seconds per loop: plain, and inside a profile (the loop only, not building the records).
+local function min(v)
+  table.sort(v)
+  return v[1]
+end
+
+-- Per loop, plain and inside a profile (the loop only, not building the records): the median
+-- wall time, and the least process CPU time (os.clock; steadier on a loaded machine, and it also
+-- counts CUPTI's worker thread).
 local function measure(x, y, nested, profile_cuda)
-  local plain, profiled = {}, {}
+  local wall, cpu = {plain = {}, prof = {}}, {plain = {}, prof = {}}
   loop(x, y, nested)
   for r = 1, 7 do
-    local t = engine.clock()
+    local t, c = engine.clock(), os.clock()
     loop(x, y, nested)
-    plain[r] = engine.clock() - t
-    local inside
+    wall.plain[r], cpu.plain[r] = engine.clock() - t, os.clock() - c
     engine.profile(function()
-      local t0 = engine.clock()
+      local t0, c0 = engine.clock(), os.clock()
       loop(x, y, nested)
-      inside = engine.clock() - t0
+      wall.prof[r], cpu.prof[r] = engine.clock() - t0, os.clock() - c0
     end, {cuda = profile_cuda})
-    profiled[r] = inside
   end
-  return median(plain), median(profiled)
+  return median(wall.plain), median(wall.prof), min(cpu.plain), min(cpu.prof)
 end
 
 local cases = {
@@ -59,16 +65,17 @@ if cuda then
   cases[#cases + 1] = {"cuda add, direct, CUPTI off", "cuda", false, false}
 end
 
-print(string.format("%d ops per loop, median of 7 loops", N))
-print(string.format("%-34s %12s %12s %12s %8s", "case", "plain us/op", "prof us/op", "overhead us",
-                    "ratio"))
+print(string.format("%d ops per loop, 7 loops; us per op", N))
+print(string.format("%-34s %10s %10s %9s %10s %10s %9s", "case", "wall", "profiled", "overhead",
+                    "cpu", "profiled", "overhead"))
 for _, c in ipairs(cases) do
   local label, device, nested, profile_cuda = c[1], c[2], c[3], c[4]
   local x = engine.randn({4}, {device = device})
   local y = engine.randn({4}, {device = device})
-  local plain, prof = measure(x, y, nested, profile_cuda)
-  print(string.format("%-34s %12.3f %12.3f %12.3f %8.2f", label, plain / N * 1e6, prof / N * 1e6,
-                      (prof - plain) / N * 1e6, prof / plain))
+  local wp, wq, cp, cq = measure(x, y, nested, profile_cuda)
+  local us = 1e6 / N
+  print(string.format("%-34s %10.3f %10.3f %9.3f %10.3f %10.3f %9.3f", label, wp * us, wq * us,
+                      (wq - wp) * us, cp * us, cq * us, (cq - cp) * us))
 end
 
 -- What stopping costs: turning N op records (and their kernels) into Lua tables.

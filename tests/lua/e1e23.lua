@@ -1,6 +1,6 @@
 -- engine.F.e1 / e23 and their plain op functions (e1_forward, e1_backward, e23_forward,
 -- e23_backward) from Lua: the cells written out in Lua loops, one finite-difference check of each
--- backward, and bad options as errors.
+-- backward, bad options as errors, and autograd through both (gradcheck).
 local t = require "spec"
 local engine = require "engine"
 local F = engine.F
@@ -151,3 +151,17 @@ t.case("e23_backward matches a finite difference", function()
   t.near(dWw:tolist()[3][1], (lp - lm) / (2 * eps), 1e-7)
 end)
 
+t.case("autograd through e1 and e23 passes gradcheck", function()
+  local function leaf(shape, seed, s) return (t.random_tensor(engine, shape, seed, -s, s)):requires_grad(true) end
+  local xw, z, W, b, h0 = leaf({2, 4, 3}, 51, 1), leaf({2, 4, 3}, 52, 2), leaf({3, 3}, 53, 0.6),
+    leaf({3}, 54, 0.5), leaf({2, 3}, 55, 0.9)
+  t.truthy(engine.gradcheck(function(xw, z, W, b, h0)
+    local y, hT = F.e1(xw, z, W, b, {state = h0})
+    return (y * y):sum() + hT:sum()
+  end, {xw, z, W, b, h0}), "e1")
+  local Ww, tape = leaf({3, 3}, 56, 0.6), leaf({2, 5, 3}, 57, 1)
+  t.truthy(engine.gradcheck(function(xw, W, Ww, b, h0, tape)
+    local hs, hT, tT = F.e23(xw, W, Ww, b, {state = h0, tape = tape, ckpt_every = 3})
+    return (hs * hs):sum() + hT:sum() + (tT * tT):sum()
+  end, {xw, W, Ww, b, h0, tape}), "e23")
+end)

@@ -156,9 +156,11 @@ t.case("F.sum_squares and F.scale_ clip a list of gradients", function()
   local want = 0
   for _, v in ipairs(t.flat(A)) do want = want + v * v end
   for _, v in ipairs(t.flat(B)) do want = want + v * v end
-  local s = F.sum_squares({a, b:to("f32")})
+  local s = F.sum_squares({a, b})
   t.eq(s:dtype(), "f64")
   t.near(s:item(), want, 1e-12)
+  t.eq(F.sum_squares({a:to("f32")}):dtype(), "f32")
+  t.eq(F.sum_squares({a:to("bf16"), b}):dtype(), "f64", "any f64 input gives f64")
   t.near(F.sum_squares({a:t()}):item(), want - F.sum_squares({b}):item(), 1e-12)
   local factor = engine.tensor(0.5, {dtype = "f64"})
   t.eq(F.scale_({a, b}, factor), nil)

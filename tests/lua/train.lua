@@ -111,6 +111,19 @@ t.case("a NaN loss stops training and keeps the last good checkpoint", function(
   rmdir(dir)
 end)
 
+t.case("a time budget (minutes =) ends the run with a summary", function()
+  engine.manual_seed(4)
+  local model = models.ladder_lm{layer = "mlp", dim = 8, depth = 1}
+  local lines, out = collector()
+  local res = engine.train{model = model, data = FIXTURE, batch = 2, seq_len = 8, lr = 1e-3,
+                           minutes = 0.005, optimizer = "schedule_free", log_every = 1000,
+                           print = out}
+  t.truthy(res.steps >= 1 and res.seconds >= 0.3, ("%d steps in %.2f s"):format(res.steps, res.seconds))
+  t.eq(#lines, 4) -- the one progress line of the last step, then the summary
+  t.truthy(lines[1]:match("^step %d+ | loss"), lines[1])
+  t.truthy(lines[2]:match("^FINAL_LOSS_LAST100 %d"), lines[2])
+end)
+
 t.case("bad options are clear errors", function()
   local model = models.ladder_lm{layer = "mlp", dim = 8, depth = 1}
   t.raises(function() engine.train{model = model, data = FIXTURE, batch = 2, seq_len = 8} end,

@@ -109,6 +109,7 @@ eng_status_t eng_tensor_from_f64(const double *values, const int64_t *shape, int
     eng_tensor_release(t);
     return st;
   }
+  t->storage->version = 0; /* a fresh tensor: filling it was not a write to anyone's data */
   *out = t;
   return ENG_OK;
 }

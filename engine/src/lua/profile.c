@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_cuda.h"
 #include "eng_profile.h"
 #include "lua/lua_internal.h"
 
@@ -114,16 +115,21 @@ static uint32_t intern(const char *source, int line) {
   return id;
 }
 
+/* Only the lines kept are looked up and interned: the innermost Lua frame's, and the first one
+ * outside the framework (frames in between cost one "S" lookup each). */
 static void lua_site(void *user, uint32_t *site, uint32_t *frame) {
   lua_State *L = (lua_State *)user;
   if (!P.L || !pthread_equal(pthread_self(), P.owner)) return;
   lua_Debug ar;
   uint32_t top = 0;
   for (int level = 0; level < MAX_LEVELS && lua_getstack(L, level, &ar); level++) {
-    if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0 || !ar.source) continue; /* C frames */
+    if (!lua_getinfo(L, "S", &ar) || !ar.source || ar.what[0] == 'C') continue;
+    int framework = strstr(ar.source, FRAMEWORK) != NULL;
+    if (top && framework) continue;
+    if (!lua_getinfo(L, "l", &ar) || ar.currentline <= 0) continue;
     uint32_t id = intern(ar.source, ar.currentline);
     if (!top) top = id;
-    if (!strstr(ar.source, FRAMEWORK)) {
+    if (!framework) {
       *site = id;
       *frame = top;
       return;
@@ -364,6 +370,13 @@ static int p_cuda_available(lua_State *L) {
   return 1;
 }
 
+/* Tensor bytes alive now: cpu, cuda (what the studies measure saved memory with). */
+static int p_bytes_live(lua_State *L) {
+  lua_pushnumber(L, (double)eng_cpu_bytes_live());
+  lua_pushnumber(L, (double)eng_cuda_bytes_live());
+  return 2;
+}
+
 static int p_running(lua_State *L) {
   lua_pushboolean(L, eng_profile_running());
   return 1;
@@ -381,6 +394,8 @@ static const lt_reg_t profile_regs[] = {
      "Stops the recorder and returns its records (engine.profile calls it).", NULL},
     {"_profile_cuda_available", p_cuda_available, "engine._profile_cuda_available()",
      "Whether GPU activity can be recorded (a CUDA build with CUPTI and a GPU).", NULL},
+    {"_profile_bytes_live", p_bytes_live, "engine._profile_bytes_live() -> cpu, cuda",
+     "Bytes held by live tensors on the CPU and on GPUs.", NULL},
     {"_profile_running", p_running, "engine._profile_running()", "Whether a profile runs.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

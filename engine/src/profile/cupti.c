@@ -25,8 +25,9 @@ typedef struct {
 } link_t;
 
 typedef struct {
-  const char *mangled; /* CUPTI's pointer, shared by all records of one kernel */
-  char *name;          /* demangled, owned */
+  const char *key; /* CUPTI's pointer, shared by all records of one kernel */
+  char *mangled;   /* a copy, so that a pointer CUPTI reuses for another kernel is told apart */
+  char *name;      /* demangled */
 } name_slot_t;
 
 static struct {
@@ -67,12 +68,14 @@ static uint64_t to_ours(uint64_t t) { return t ? (uint64_t)((int64_t)t - G.clock
 
 /* ---- kernel names: demangled once per kernel ---- */
 
-static size_t slot_of(const char *mangled, size_t cap) {
-  uintptr_t h = (uintptr_t)mangled;
+/* The slot holding key with this very text, else the empty slot where it goes. */
+static size_t slot_of(const char *key, const char *text, size_t cap) {
+  uintptr_t h = (uintptr_t)key;
   h ^= h >> 17;
   h *= 0x9E3779B97F4A7C15u;
   size_t i = (size_t)(h >> 7) & (cap - 1);
-  while (G.names[i].mangled && G.names[i].mangled != mangled) i = (i + 1) & (cap - 1);
+  while (G.names[i].key && !(G.names[i].key == key && strcmp(G.names[i].mangled, text) == 0))
+    i = (i + 1) & (cap - 1);
   return i;
 }
 
@@ -87,7 +90,7 @@ static int grow_names(void) {
   }
   G.cap_names = cap;
   for (size_t i = 0; i < old_cap; i++)
-    if (old[i].mangled) G.names[slot_of(old[i].mangled, cap)] = old[i];
+    if (old[i].key) G.names[slot_of(old[i].key, old[i].mangled, cap)] = old[i];
   free(old);
   return 0;
 }
@@ -98,16 +101,19 @@ static char *demangle(const char *mangled) {
   return status == 0 && s ? s : strdup(mangled);
 }
 
-/* The demangled name of a kernel (lock held); the mangled one when memory ran out. */
+/* The demangled name of a kernel (lock held); it lives until eng_prof_gpu_clear. */
 static const char *kernel_name(const char *mangled) {
   if (!mangled) return "(unnamed kernel)";
-  if ((G.n_names + 1) * 2 > G.cap_names && grow_names()) return mangled;
-  size_t i = slot_of(mangled, G.cap_names);
-  if (!G.names[i].mangled) {
-    char *name = demangle(mangled);
-    if (!name) return mangled;
-    G.names[i].mangled = mangled;
-    G.names[i].name = name;
+  if ((G.n_names + 1) * 2 > G.cap_names && grow_names()) return "(kernel name: out of memory)";
+  size_t i = slot_of(mangled, mangled, G.cap_names);
+  if (!G.names[i].key) {
+    char *copy = strdup(mangled), *name = demangle(mangled);
+    if (!copy || !name) {
+      free(copy);
+      free(name);
+      return "(kernel name: out of memory)";
+    }
+    G.names[i] = (name_slot_t){mangled, copy, name};
     G.n_names++;
   }
   return G.names[i].name;
@@ -296,7 +302,10 @@ void eng_prof_gpu_clear(void) {
   free(G.copies);
   free(G.apis);
   free(G.links);
-  for (size_t i = 0; i < G.cap_names; i++) free(G.names[i].name);
+  for (size_t i = 0; i < G.cap_names; i++) {
+    free(G.names[i].mangled);
+    free(G.names[i].name);
+  }
   free(G.names);
   G.kernels = NULL, G.copies = NULL, G.apis = NULL, G.links = NULL, G.names = NULL;
   G.n_kernels = G.cap_kernels = G.n_copies = G.cap_copies = G.n_apis = G.cap_apis = 0;
