@@ -27,7 +27,7 @@ usage: engine run scripts/profile_e88.lua [options]
   -h, --help                 this text]]
 
 local FLAGS = {dim = "int", depth = "int", heads = "int", ["n-state"] = "int", batch = "int",
-               ["seq-len"] = "int", dtype = "string", iters = "int", warmup = "int",
+               ["seq-len"] = "int", dtype = "string", iters = "int", warmup = "count",
                optimizer = "bool", device = "string", top = "int", ["peak-tflops"] = "number",
                ["bandwidth-gbs"] = "number", trace = "string", plot = "string", help = "bool"}
 
@@ -48,10 +48,12 @@ local function parse(args)
     else
       local v = args[i + 1]
       if v == nil then fail("--" .. name .. " needs a value") end
-      if kind ~= "string" then
+      if kind ~= "string" then -- int, count (an int >= 0), number: all positive otherwise
         local n = tonumber(v)
-        if not n or (kind == "int" and n ~= math.floor(n)) or n <= 0 then
-          fail(("--%s needs a positive %s, got '%s'"):format(name, kind == "int" and "integer" or "number", v))
+        local whole = kind ~= "number"
+        if not n or (whole and n ~= math.floor(n)) or n < 0 or (n == 0 and kind ~= "count") then
+          fail(("--%s needs a %s %s, got '%s'"):format(name, kind == "count" and "non-negative" or "positive",
+                                                       whole and "integer" or "number", v))
         end
         v = n
       end
@@ -240,11 +242,19 @@ end
 print()
 if on_gpu then
   local props = engine.cuda.properties()
-  local per_clock = props.major >= 9 and 4096 or 2048 -- dense bf16 FLOP per SM per clock
-  local peak = (o["peak-tflops"] or props.sm_count * props.clock_khz * 1e3 * per_clock / 1e12)
+  -- dense bf16 peaks from the data sheets; else SMs x clock x FLOP per SM per clock
+  local known = props.name:find("H100") and props.name:find("PCIe") and 756
+                or (props.name:find("H100") or props.name:find("H200")) and 989
+                or props.name:find("A100") and 312
+  local per_clock = props.major >= 9 and 4096 or 2048
+  local peak = o["peak-tflops"] or known or props.sm_count * props.clock_khz * 1e3 * per_clock / 1e12
   local bw = (o["bandwidth-gbs"] or 2 * props.memory_clock_khz * 1e3 * props.memory_bus_bits / 8 / 1e9)
+  if not (peak > 0 and bw > 0) then
+    print("the device reports no clock rates: pass --peak-tflops and --bandwidth-gbs for the rates")
+    peak, bw = peak > 0 and peak or 0 / 0, bw > 0 and bw or 0 / 0
+  end
   print(("%s: peak %.0f TFLOP/s dense bf16%s, %.0f GB/s%s"):format(props.name, peak,
-    o["peak-tflops"] and "" or " (SMs x clock)", bw, o["bandwidth-gbs"] and "" or " (memory clock x bus)"))
+    o["peak-tflops"] and "" or known and " (data sheet)" or " (SMs x clock)", bw, o["bandwidth-gbs"] and "" or " (memory clock x bus)"))
   if gemm_time > 0 then
     local rate = flops / (gemm_time / 1e9) / 1e12
     print(("GEMMs (matmul/linear ops): %.1f GFLOP per step in %.3f ms: %.1f TFLOP/s, %.0f%% of peak")

@@ -8,8 +8,10 @@
 
 /* ||got - want|| / ||want|| <= tol, and no NaN/Inf in got (every element written, nothing blew
  * up); releases got. */
-static inline void close_within(eng_tensor_t *got, eng_tensor_t *want, double tol, const char *what) {
-  cr_assert(eng_shape_equal(got, want) && got->dtype == want->dtype, "%s: shape or dtype differ", what);
+static inline void close_within(eng_tensor_t *got, eng_tensor_t *want, double tol,
+                                const char *what) {
+  cr_assert(eng_shape_equal(got, want) && got->dtype == want->dtype, "%s: shape or dtype differ",
+            what);
   eng_tensor_t *host = NULL;
   T_OK(eng_tensor_to_device(got, ENG_CPU_DEVICE, &host));
   double *g = t_values(host), *w = t_values(want), num = 0, den = 0;

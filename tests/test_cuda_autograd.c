@@ -44,7 +44,7 @@ static const char *model =
     "  local d = (a - b):pow(2):sum():sqrt():item()\n"
     "  return d / math.max(b:pow(2):sum():sqrt():item(), 1e-30)\n"
     "end\n"
-    "local function compare(dtype, tol)\n"
+    "function compare(dtype, tol) -- global: the next chunks call it\n"
     "  local lc, gc = loss_on('cpu', 'f32')\n"
     "  local lg, gg = loss_on('cuda', dtype)\n"
     "  assert(math.abs(lc - lg) <= tol * math.abs(lc), dtype .. ' loss ' .. lg .. ' vs ' .. lc)\n"

@@ -8,7 +8,8 @@
  * instead of a fresh pass, against an f64 reference); f64 1e-9. */
 #include "cuda_e_series.h"
 
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define SHAPE(...) \
+  ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 
 static double tol_of(eng_dtype_t dt, int bwd) {
   return dt == ENG_F64 ? 1e-9 : dt == ENG_F32 ? (bwd ? 2e-4 : 3e-5) : 1e-2;
@@ -29,7 +30,8 @@ static void check(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_dty
   char what[256];
   snprintf(what, sizeof what, "e23 %s B=%lld T=%lld N=%lld d=%lld C=%lld%s%s%s", eng_dtype_name(dt),
            (long long)B, (long long)T, (long long)N, (long long)d, (long long)C,
-           with_state ? "" : " no state", with_final ? "" : " no final grads", strided ? " strided" : "");
+           with_state ? "" : " no state", with_final ? "" : " no final grads",
+           strided ? " strided" : "");
   static const char *const fwd_names[4] = {"hs", "h_T", "tape_T", "ckpt"};
   const double ft = tol_of(dt, 0);
   /* ckpt is f32 state even for bf16 values: held to the f32 bound (3e-5) unless f64 */
@@ -74,7 +76,7 @@ Test(cuda_e23, odd_shapes_and_dtypes) {
     check(3, 17, 8, 64, 16, dts[k], 0, 1, 1);
   }
   check(200, 3, 8, 24, 2, ENG_BF16, 1, 1, 0); /* more batch rows than SMs */
-  check(2, 9, 4, 1536, 4, ENG_F32, 1, 1, 0);   /* weights too big for a cluster */
+  check(2, 9, 4, 1536, 4, ENG_F32, 1, 1, 0);  /* weights too big for a cluster */
 }
 
 Test(cuda_e23, long_sequences_stay_finite) {

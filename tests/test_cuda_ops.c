@@ -103,6 +103,7 @@ typedef struct {
   int inplace;    /* the op writes its inputs and makes no output (adamw_, scale_): all inputs are
                    * compared after it */
   int lim_in, lim_dim;
+  int min_n; /* sizes N below this are skipped (rows of one element: see the norm backward lines) */
   double f[6];
   int flags;
   void (*prep)(eng_op_attrs_t *a, int64_t n); /* attrs that depend on N */
@@ -277,13 +278,15 @@ static const line_t lines[] = {
            T(.s = {{N, 5}, {N, 5}}, .ai = {0, 0}, .nai = 2),
            T(.s = {{2, N, 3}, {2, N, 3}}, .ai = {1, 1}, .nai = 2),
            T(.s = {{33, N}, {33, N}}, .ai = {1, 0}, .nai = 2), T(.s = {{0}, {0}}, .ai = {0, 1}, .nai = 2)}},
+    /* Norm gradients of rows of one element, or of constant (expanded) rows, are pure
+     * cancellation: each backend returns its own rounding noise there, so those are skipped. */
     {.op = "rms_norm_backward", .n_in = 3, .kind = {K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
-     .layouts = L_ALL, .check = CHK_TOL, .f = {1e-6},
+     .layouts = L_VARYING_ROWS, .check = CHK_TOL, .f = {1e-6}, .min_n = 2,
      .t = {T(.s = {{N}, {N}, {N}}), T(.s = {{3, N}, {3, N}, {N}}), T(.s = {{N, 5}, {N, 5}, {5}}),
            T(.s = {{3, N}, {3, N}, {NONE}}), T(.s = {{2, 3, N}, {2, 3, N}, {N}}),
            T(.s = {{33, N}, {33, N}, {N}})}},
     {.op = "layer_norm_backward", .n_in = 4, .kind = {K_ANY, K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
-     .layouts = L_VARYING_ROWS, .check = CHK_TOL, .f = {1e-5},
+     .layouts = L_VARYING_ROWS, .check = CHK_TOL, .f = {1e-5}, .min_n = 2,
      .t = {T(.s = {{N}, {N}, {N}, {N}}), T(.s = {{3, N}, {3, N}, {N}, {N}}),
            T(.s = {{N, 5}, {N, 5}, {5}, {5}}), T(.s = {{3, N}, {3, N}, {NONE}, {NONE}}),
            T(.s = {{2, 3, N}, {2, 3, N}, {N}, {NONE}}), T(.s = {{33, N}, {33, N}, {N}, {N}})}},
@@ -903,7 +906,7 @@ static void run_line(const line_t *L, eng_op_id_t id, mode_t_ mode, int *passed,
     const tmpl_t *tp = &L->t[ti];
     int nsizes = !has_n(tp) ? 1 : mode == MODE_REF_ONLY ? 2 : N_SIZES;
     for (int si = 0; si < nsizes; si++)
-      for (int dt = 0; dt < ENG_DTYPE_COUNT; dt++) {
+      for (int dt = 0; dt < ENG_DTYPE_COUNT && !(has_n(tp) && SIZES[si] < L->min_n); dt++) {
         if (!(L->dtypes & (1u << dt))) continue;
         for (int odt = 0; odt < ENG_DTYPE_COUNT; odt++) {
           if (L->out_dtypes ? !(L->out_dtypes & (1u << odt)) : odt > 0) continue;

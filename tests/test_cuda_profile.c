@@ -63,7 +63,7 @@ static const char *const matmul_softmax =
     "  assert(k.grid[1] > 0 and k.block[1] > 0 and k.registers > 0, k.name .. ': launch config')\n"
     "  assert(k.op > 0, k.name .. ' is linked to no op')\n"
     "  local o = r.ops[k.op]\n"
-    "  assert(k.op_name == o.name and k.line == lines[o.name], k.name .. ' -> ' .. o.name .. ' @ ' .. tostring(k.line))\n"
+    "  assert(k.op_name == o.name and k.line == lines[o.name], string.format('%s: op_name %s, op %s, line %s, want line %s', k.name, tostring(k.op_name), o.name, tostring(k.line), tostring(lines[o.name])))\n"
     "  assert(k.t0 >= o.t0, k.name .. ' starts before its op was dispatched')\n"
     "  local api = prof.api_of[k.correlation]\n"
     "  assert(api and api.t0 >= o.t0 and api.t1 <= o.t1, k.name .. ': its launch call lies inside the op span')\n"

@@ -18,7 +18,8 @@ typedef struct {
   eng_tensor_t *xw, *z, *W, *b, *h0; /* h0 may be NULL */
 } e1_in_t;
 
-static e1_in_t make_inputs(int64_t B, int64_t T, int64_t d, int with_h0, eng_dtype_t dt, uint64_t seed) {
+static e1_in_t make_inputs(int64_t B, int64_t T, int64_t d, int with_h0, eng_dtype_t dt,
+                           uint64_t seed) {
   e1_in_t in = {B, T, d, NULL, NULL, NULL, NULL, NULL};
   in.xw = rnd(B, T, d, 3, dt, seed + 1, -1, 1);
   in.z = rnd(B, T, d, 3, dt, seed + 2, -2, 2);
@@ -62,7 +63,8 @@ static void check_forward(int64_t B, int64_t T, int64_t d, int with_h0, eng_dtyp
   e1_in_t in = make_inputs(B, T, d, with_h0, dt, 100 + (uint64_t)(B * 7 + T * 3 + d));
   eng_tensor_t *y = NULL, *hT = NULL, *hs = NULL;
   T_OK(eng_op_e1(in.xw, in.z, in.W, in.b, in.h0, &y, &hT, &hs));
-  double *ry = malloc(sizeof(double) * (size_t)(B * T * d)), *rh = malloc(sizeof(double) * (size_t)(B * d));
+  double *ry = malloc(sizeof(double) * (size_t)(B * T * d)),
+         *rh = malloc(sizeof(double) * (size_t)(B * d));
   reference(&in, ry, rh);
   cr_assert_eq(y->dtype, dt);
   cr_assert(y->ndim == 3 && y->shape[0] == B && y->shape[1] == T && y->shape[2] == d);
@@ -75,8 +77,7 @@ static void check_forward(int64_t B, int64_t T, int64_t d, int with_h0, eng_dtyp
   /* hs's last step is h_T */
   double *hsv = t_values(hs), *hTv = t_values(hT);
   for (int64_t bi = 0; bi < B; bi++)
-    for (int64_t i = 0; i < d; i++)
-      cr_assert_eq(hsv[(bi * T + T - 1) * d + i], hTv[bi * d + i]);
+    for (int64_t i = 0; i < d; i++) cr_assert_eq(hsv[(bi * T + T - 1) * d + i], hTv[bi * d + i]);
   free(hsv), free(hTv), free(ry), free(rh);
   eng_tensor_release(y), eng_tensor_release(hT), eng_tensor_release(hs);
   release_inputs(&in);
@@ -112,7 +113,8 @@ static void gradcheck(int64_t B, int64_t T, int64_t d, int with_h0, int with_ghT
     eng_tensor_release(in.h0);
     in.h0 = zero; /* perturbed below: the gradient at h0 = 0 equals the no-h0 case's dh0 */
   }
-  eng_tensor_t *gy = rnd(B, T, d, 3, ENG_F64, 31, -1, 1), *ghT = rnd(B, d, 0, 2, ENG_F64, 32, -1, 1);
+  eng_tensor_t *gy = rnd(B, T, d, 3, ENG_F64, 31, -1, 1),
+               *ghT = rnd(B, d, 0, 2, ENG_F64, 32, -1, 1);
   double *gyv = t_values(gy), *ghv = t_values(ghT);
   if (!with_ghT) memset(ghv, 0, sizeof(double) * (size_t)(B * d));
   eng_tensor_t *y = NULL, *hT = NULL, *hs = NULL, *g[5] = {NULL};
@@ -136,7 +138,8 @@ static void gradcheck(int64_t B, int64_t T, int64_t d, int with_h0, int with_ghT
       fd[i] = (lp - lm) / (2 * h);
     }
     double err = t_rel_err(g[k], fd, n);
-    cr_assert(err < 1e-7, "e1 d%s (B=%lld T=%lld d=%lld h0 %d dh_T %d): rel err %g vs finite differences",
+    cr_assert(err < 1e-7,
+              "e1 d%s (B=%lld T=%lld d=%lld h0 %d dh_T %d): rel err %g vs finite differences",
               names[k], (long long)B, (long long)T, (long long)d, with_h0, with_ghT, err);
     free(fd);
   }
@@ -159,7 +162,8 @@ Test(e1, long_sequences_stay_finite) {
   eng_tensor_t *y = NULL, *hT = NULL;
   T_OK(eng_op_e1(in.xw, in.z, in.W, in.b, in.h0, &y, &hT, NULL));
   double *v = t_values(y);
-  for (int64_t k = 0; k < eng_tensor_numel(y); k++) cr_assert(isfinite(v[k]), "y[%lld] = %g", (long long)k, v[k]);
+  for (int64_t k = 0; k < eng_tensor_numel(y); k++)
+    cr_assert(isfinite(v[k]), "y[%lld] = %g", (long long)k, v[k]);
   free(v);
   eng_tensor_release(y), eng_tensor_release(hT);
   release_inputs(&in);
@@ -169,10 +173,13 @@ Test(e1, bad_arguments_are_errors) {
   e1_in_t in = make_inputs(2, 3, 4, 1, ENG_F32, 7);
   eng_tensor_t *y = NULL, *hT = NULL, *Wbad = rnd(4, 5, 0, 2, ENG_F32, 1, -1, 1);
   eng_tensor_t *b64 = rnd(4, 0, 0, 1, ENG_F64, 2, -1, 1), *ids = NULL;
-  T_FAILS(eng_op_e1(in.xw, in.z, Wbad, in.b, NULL, &y, &hT, NULL), ENG_ERR_SHAPE, "W_h has shape [4,5]");
+  T_FAILS(eng_op_e1(in.xw, in.z, Wbad, in.b, NULL, &y, &hT, NULL), ENG_ERR_SHAPE,
+          "W_h has shape [4,5]");
   T_FAILS(eng_op_e1(in.xw, in.z, in.W, b64, NULL, &y, &hT, NULL), ENG_ERR_DTYPE, "b has dtype f64");
-  T_FAILS(eng_op_e1(in.xw, in.z, in.W, NULL, NULL, &y, &hT, NULL), ENG_ERR_ARG, "input 4 is missing");
-  T_FAILS(eng_op_e1(in.b, in.z, in.W, in.b, NULL, &y, &hT, NULL), ENG_ERR_SHAPE, "xw must be [B,T,d]");
+  T_FAILS(eng_op_e1(in.xw, in.z, in.W, NULL, NULL, &y, &hT, NULL), ENG_ERR_ARG,
+          "input 4 is missing");
+  T_FAILS(eng_op_e1(in.b, in.z, in.W, in.b, NULL, &y, &hT, NULL), ENG_ERR_SHAPE,
+          "xw must be [B,T,d]");
   const int64_t s[3] = {2, 3, 4};
   T_OK(eng_tensor_zeros(s, 3, ENG_I64, ENG_CPU_DEVICE, &ids));
   T_FAILS(eng_op_e1(ids, in.z, in.W, in.b, NULL, &y, &hT, NULL), ENG_ERR_DTYPE, "floating");

@@ -8,7 +8,8 @@
 
 #include "support.h"
 
-static eng_tensor_t *rnd(const int64_t *s, int nd, eng_dtype_t dt, uint64_t seed, double lo, double hi) {
+static eng_tensor_t *rnd(const int64_t *s, int nd, eng_dtype_t dt, uint64_t seed, double lo,
+                         double hi) {
   return t_rand_tensor(s, nd, dt, seed, lo, hi);
 }
 
@@ -48,7 +49,8 @@ static void softmax(const double *v, int64_t n, double *p) {
 /* The reference forward; ck (may be NULL) receives the tape before every step [B,T,N,d]. */
 static void reference(const e23_in_t *in, double *hs, double *hT, double *tapeT, double *ck) {
   const int64_t B = in->B, T = in->T, N = in->N, d = in->d;
-  double *xw = t_values(in->xw), *Wh = t_values(in->Wh), *Ww = t_values(in->Ww), *b = t_values(in->b);
+  double *xw = t_values(in->xw), *Wh = t_values(in->Wh), *Ww = t_values(in->Ww),
+         *b = t_values(in->b);
   double *h0 = in->h0 ? t_values(in->h0) : NULL, *t0 = in->tape0 ? t_values(in->tape0) : NULL;
   double *H = malloc(sizeof(double) * (size_t)(N * d)), *h = malloc(sizeof(double) * (size_t)d);
   double *hn = malloc(sizeof(double) * (size_t)d), *w = malloc(sizeof(double) * (size_t)d);
@@ -97,26 +99,32 @@ static void check_forward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
   e23_in_t in = make_inputs(B, T, N, d, with_state, dt, 300 + (uint64_t)(B + T * 5 + N * 7 + d));
   eng_tensor_t *hs = NULL, *hT = NULL, *tT = NULL, *ck = NULL;
   T_OK(eng_op_e23(in.xw, in.Wh, in.Ww, in.b, in.h0, in.tape0, N, C, &hs, &hT, &tT, &ck));
-  double *rhs = malloc(sizeof(double) * (size_t)(B * T * d)), *rhT = malloc(sizeof(double) * (size_t)(B * d));
-  double *rtT = malloc(sizeof(double) * (size_t)(B * N * d)), *rck = malloc(sizeof(double) * (size_t)(B * T * N * d));
+  double *rhs = malloc(sizeof(double) * (size_t)(B * T * d)),
+         *rhT = malloc(sizeof(double) * (size_t)(B * d));
+  double *rtT = malloc(sizeof(double) * (size_t)(B * N * d)),
+         *rck = malloc(sizeof(double) * (size_t)(B * T * N * d));
   reference(&in, rhs, rhT, rtT, rck);
   const int64_t K = (T + C - 1) / C;
-  cr_assert(ck->ndim == 4 && ck->shape[0] == B && ck->shape[1] == K && ck->shape[2] == N && ck->shape[3] == d);
+  cr_assert(ck->ndim == 4 && ck->shape[0] == B && ck->shape[1] == K && ck->shape[2] == N &&
+            ck->shape[3] == d);
   cr_assert_eq(ck->dtype, dt == ENG_F64 ? ENG_F64 : ENG_F32);
   cr_assert(tT->ndim == 3 && tT->shape[1] == N && tT->dtype == dt);
   double tol = t_tol(dt);
-  double e1 = t_rel_err(hs, rhs, B * T * d), e2 = t_rel_err(hT, rhT, B * d), e3 = t_rel_err(tT, rtT, B * N * d);
+  double e1 = t_rel_err(hs, rhs, B * T * d), e2 = t_rel_err(hT, rhT, B * d),
+         e3 = t_rel_err(tT, rtT, B * N * d);
   cr_assert(e1 <= tol && e2 <= tol && e3 <= tol,
-            "e23 %s B=%lld T=%lld N=%lld d=%lld: rel err hs %g, h_T %g, tape_T %g", eng_dtype_name(dt),
-            (long long)B, (long long)T, (long long)N, (long long)d, e1, e2, e3);
+            "e23 %s B=%lld T=%lld N=%lld d=%lld: rel err hs %g, h_T %g, tape_T %g",
+            eng_dtype_name(dt), (long long)B, (long long)T, (long long)N, (long long)d, e1, e2, e3);
   /* checkpoint k is the tape before step k*C */
   double *want = malloc(sizeof(double) * (size_t)(B * K * N * d));
   for (int64_t bi = 0; bi < B; bi++)
     for (int64_t k = 0; k < K; k++)
-      memcpy(want + (bi * K + k) * N * d, rck + (bi * T + k * C) * N * d, sizeof(double) * (size_t)(N * d));
+      memcpy(want + (bi * K + k) * N * d, rck + (bi * T + k * C) * N * d,
+             sizeof(double) * (size_t)(N * d));
   double e4 = t_rel_err(ck, want, B * K * N * d);
   /* checkpoints are f32 (f64) state computed from the stored inputs */
-  cr_assert(e4 <= (dt == ENG_F64 ? 1e-12 : 1e-5), "e23 %s: checkpoints rel err %g", eng_dtype_name(dt), e4);
+  cr_assert(e4 <= (dt == ENG_F64 ? 1e-12 : 1e-5), "e23 %s: checkpoints rel err %g",
+            eng_dtype_name(dt), e4);
   free(want), free(rhs), free(rhT), free(rtT), free(rck);
   eng_tensor_release(hs), eng_tensor_release(hT), eng_tensor_release(tT), eng_tensor_release(ck);
   release_inputs(&in);
@@ -200,9 +208,9 @@ static void gradcheck(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, int
 }
 
 Test(e23, backward_matches_finite_differences) {
-  gradcheck(2, 7, 3, 4, 3, 1, 1);  /* T not a multiple of C */
-  gradcheck(1, 1, 4, 3, 3, 1, 1);  /* T = 1 */
-  gradcheck(2, 6, 2, 3, 2, 0, 0);  /* no state, no final gradients */
+  gradcheck(2, 7, 3, 4, 3, 1, 1); /* T not a multiple of C */
+  gradcheck(1, 1, 4, 3, 3, 1, 1); /* T = 1 */
+  gradcheck(2, 6, 2, 3, 2, 0, 0); /* no state, no final gradients */
   gradcheck(1, 20, 3, 3, 16, 1, 0);
 }
 
@@ -211,8 +219,10 @@ Test(e23, long_sequences_stay_finite) {
   eng_tensor_t *hs = NULL, *tT = NULL;
   T_OK(eng_op_e23(in.xw, in.Wh, in.Ww, in.b, in.h0, in.tape0, 8, 64, &hs, NULL, &tT, NULL));
   double *v = t_values(hs), *w = t_values(tT);
-  for (int64_t k = 0; k < eng_tensor_numel(hs); k++) cr_assert(isfinite(v[k]), "hs[%lld] = %g", (long long)k, v[k]);
-  for (int64_t k = 0; k < eng_tensor_numel(tT); k++) cr_assert(isfinite(w[k]), "tape_T[%lld] = %g", (long long)k, w[k]);
+  for (int64_t k = 0; k < eng_tensor_numel(hs); k++)
+    cr_assert(isfinite(v[k]), "hs[%lld] = %g", (long long)k, v[k]);
+  for (int64_t k = 0; k < eng_tensor_numel(tT); k++)
+    cr_assert(isfinite(w[k]), "tape_T[%lld] = %g", (long long)k, w[k]);
   free(v), free(w);
   eng_tensor_release(hs), eng_tensor_release(tT);
   release_inputs(&in);
@@ -234,8 +244,8 @@ Test(e23, bad_arguments_are_errors) {
   cr_assert_eq(ck->shape[1], 2);
   cr_assert_eq(ck->shape[2], 3);
   eng_tensor_t *g = NULL;
-  T_FAILS(eng_op_e23_backward(in.xw, in.Wh, in.Ww, in.b, in.h0, hs, ck, hs, NULL, NULL, 2, &g,
-                              NULL, NULL, NULL, NULL, NULL),
+  T_FAILS(eng_op_e23_backward(in.xw, in.Wh, in.Ww, in.b, in.h0, hs, ck, hs, NULL, NULL, 2, &g, NULL,
+                              NULL, NULL, NULL, NULL),
           ENG_ERR_SHAPE, "ckpt has shape [2,2,3,4] but must be [B, ceil(T/C), N, d] = [2,3,N,4]");
   eng_tensor_release(hs), eng_tensor_release(ck);
   release_inputs(&in);

@@ -68,9 +68,11 @@ ParameterizedTest(spec_file_t *spec, lua, spec) {
 
 /* The specs this suite is meant to have are there (a missing file would pass silently). */
 Test(lua, all_specs_present) {
-  static const char *const expected[] = {"creation.lua", "methods.lua",    "views.lua",
-                                         "arith.lua",    "reductions.lua", "nn.lua",
-                                         "tostring.lua", "io.lua",         "help.lua"};
+  static const char *const expected[] = {
+      "creation.lua", "methods.lua", "views.lua",  "arith.lua",  "reductions.lua", "nn.lua",
+      "tostring.lua", "io.lua",      "help.lua",   "autograd.lua", "inplace.lua", "nn_modules.lua",
+      "models.lua",   "optim.lua",   "data.lua",   "train.lua",  "mixers.lua",  "profile.lua",
+      "plot.lua",     "e88.lua",     "e1e23.lua",  "backward_kernels.lua"};
   size_t n;
   spec_file_t *specs = list_specs(&n, malloc);
   for (size_t i = 0; i < sizeof expected / sizeof *expected; i++) {

@@ -40,9 +40,10 @@ void eng_kcpu_seq_outer(int64_t B, int64_t T, int64_t d, const double *g, const 
     for (int64_t bi = 0; bi < B; bi++)
       for (int64_t t = 0; t < T; t++) {
         const double gi = g[(bi * T + t) * d + i];
-        const double *x = !shift ? hs + (bi * T + t) * d
+        const double *x = !shift  ? hs + (bi * T + t) * d
                           : t > 0 ? hs + (bi * T + t - 1) * d
-                                  : h0 ? h0 + bi * d : NULL;
+                          : h0    ? h0 + bi * d
+                                  : NULL;
         if (!x) continue;
         for (int64_t j = 0; j < d; j++) row[j] += gi * x[j];
       }

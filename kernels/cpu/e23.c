@@ -10,7 +10,8 @@
 #include "cpu/e1.h"
 
 /* p = softmax(scale * H v) over the N slots. */
-static void attend(int64_t N, int64_t d, double scale, const double *H, const double *v, double *p) {
+static void attend(int64_t N, int64_t d, double scale, const double *H, const double *v,
+                   double *p) {
   double mx = -INFINITY, sum = 0;
   for (int64_t i = 0; i < N; i++) {
     double s = 0;
@@ -25,9 +26,9 @@ static void attend(int64_t N, int64_t d, double scale, const double *H, const do
 
 /* One step: h from hp (NULL: zero) and the tape H, which it then writes. r, a [N] and w [d] are
  * what the backward needs besides H before the write. */
-static void step(int64_t N, int64_t d, double *H, const double *hp,
-                 const double *xw, const double *Wh, const double *Ww, const double *b, double *h,
-                 double *r, double *a, double *w) {
+static void step(int64_t N, int64_t d, double *H, const double *hp, const double *xw,
+                 const double *Wh, const double *Ww, const double *b, double *h, double *r,
+                 double *a, double *w) {
   const double scale = 1.0 / sqrt((double)d);
   attend(N, d, scale, H, hp, r);
   for (int64_t i = 0; i < d; i++) {
@@ -64,8 +65,7 @@ void eng_kcpu_e23_forward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
     for (int64_t t = 0; t < T; t++) {
       if (t % C == 0) memcpy(ckpt + (bi * K + t / C) * nd, H, sizeof(double) * (size_t)nd);
       double *h = hs + (bi * T + t) * d;
-      step(N, d, H, hp, xw + (bi * T + t) * d, Wh, Ww, b, h, scratch, scratch + N,
-           scratch + 2 * N);
+      step(N, d, H, hp, xw + (bi * T + t) * d, Wh, Ww, b, h, scratch, scratch + N, scratch + 2 * N);
       hp = h;
     }
     for (int64_t i = 0; i < d; i++) hT[bi * d + i] = hp ? hp[i] : 0.0;
@@ -76,15 +76,17 @@ void eng_kcpu_e23_forward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
 /* The backward of one batch row. dwseq [T,d] receives dL/dw per step (for dW_write). */
 static void backward_row(int64_t T, int64_t N, int64_t d, int64_t C, const double *xw,
                          const double *Wh, const double *Ww, const double *b, const double *h0,
-                         const double *hs, const double *ckpt, const double *dhs,
-                         const double *dhT, const double *dtapeT, double *dxw, double *dwseq,
-                         double *dh0, double *dtape0) {
+                         const double *hs, const double *ckpt, const double *dhs, const double *dhT,
+                         const double *dtapeT, double *dxw, double *dwseq, double *dh0,
+                         double *dtape0) {
   const int64_t nd = N * d, K = (T + C - 1) / C;
   const double scale = 1.0 / sqrt((double)d);
   /* one segment: tapes before each step, r, a, w and h of each step */
   double *Hs = malloc(sizeof(double) * (size_t)(C * nd));
-  double *rs = malloc(sizeof(double) * (size_t)(C * N)), *as = malloc(sizeof(double) * (size_t)(C * N));
-  double *ws = malloc(sizeof(double) * (size_t)(C * d)), *hseg = malloc(sizeof(double) * (size_t)(C * d));
+  double *rs = malloc(sizeof(double) * (size_t)(C * N)),
+         *as = malloc(sizeof(double) * (size_t)(C * N));
+  double *ws = malloc(sizeof(double) * (size_t)(C * d)),
+         *hseg = malloc(sizeof(double) * (size_t)(C * d));
   double *H = malloc(sizeof(double) * (size_t)nd), *dh = malloc(sizeof(double) * (size_t)d);
   double *dw = malloc(sizeof(double) * (size_t)d), *da = malloc(sizeof(double) * (size_t)N);
   double *dr = malloc(sizeof(double) * (size_t)N);
@@ -159,14 +161,15 @@ static void backward_row(int64_t T, int64_t N, int64_t d, int64_t C, const doubl
       }
     }
   }
-  free(Hs), free(rs), free(as), free(ws), free(hseg), free(H), free(dh), free(dw), free(da), free(dr);
+  free(Hs), free(rs), free(as), free(ws), free(hseg), free(H), free(dh), free(dw), free(da),
+      free(dr);
 }
 
-void eng_kcpu_e23_backward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
-                           const double *xw, const double *Wh, const double *Ww, const double *b,
-                           const double *h0, const double *hs, const double *ckpt,
-                           const double *dhs, const double *dhT, const double *dtapeT, double *dxw,
-                           double *dWh, double *dWw, double *db, double *dh0, double *dtape0) {
+void eng_kcpu_e23_backward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, const double *xw,
+                           const double *Wh, const double *Ww, const double *b, const double *h0,
+                           const double *hs, const double *ckpt, const double *dhs,
+                           const double *dhT, const double *dtapeT, double *dxw, double *dWh,
+                           double *dWw, double *db, double *dh0, double *dtape0) {
   const int64_t nd = N * d, K = (T + C - 1) / C;
   double *dwseq = malloc(sizeof(double) * (size_t)(B * T * d));
 #pragma omp parallel for schedule(static) if (B > 1 && B * T * d * (d + N) > 100000)

@@ -1,7 +1,9 @@
 // E1 forward and the sequential part of its backward as persistent kernels (see cuda/e1.h and
 // cuda/e1_cluster.cuh). Each step a warp takes one row of the matrix at a time and forms its dot
-// products with the BG state vectors of its batch group; lane g finishes batch row g: the inputs
-// it needs were loaded before the dot products, so their latency hides behind them.
+// products with the BG state vectors of its batch group; lane g finishes batch row g. The per-step
+// inputs (xw, z; or z, dy, h) are prefetched one step ahead: each thread loads a few into
+// registers before a step's dot products and parks them in shared memory after them, so no
+// global-memory latency sits on the chain.
 #include "cuda/e1.h"
 #include "cuda/e1_cluster.cuh"
 
@@ -22,13 +24,24 @@ template <typename T> struct Bwd {
   T *dxw, *dz, *dh0;
 };
 
+// The prefetch: used when a CTA's BG x R inputs of a step come to at most kPF per thread; then
+// shared memory holds [2 steps][NA arrays][BG][R] of them (16-byte rounded), between the state
+// copies and the weight slice.
+constexpr int kPF = 4;
+__host__ __device__ inline bool stages(int bg, int64_t R) {
+  return (int64_t)bg * R <= (int64_t)kPF * kThreads;
+}
+__host__ __device__ inline size_t stage_bytes(int bg, int64_t R, int na, size_t asz) {
+  return stages(bg, R) ? ((size_t)2 * na * bg * R * asz + 15) & ~(size_t)15 : 0;
+}
+
 // The CTA's matrix rows [r0, r1) and where row r starts (row r at rows + (r - r0) * stride_r,
 // columns `cs` apart): on chip (copied here, transposed when `tr`) or in global memory.
-template <typename T, typename A, int BG, bool CL>
-__device__ const T *stage_rows(unsigned char *smem, const T *W, int64_t d, int64_t r0, int64_t r1,
-                               bool tr, int64_t *cs) {
+template <typename T, bool CL>
+__device__ const T *stage_rows(unsigned char *smem, size_t at, const T *W, int64_t d, int64_t r0,
+                               int64_t r1, bool tr, int64_t *cs) {
   if constexpr (CL) {
-    T *Ws = reinterpret_cast<T *>(smem + 2 * BG * d * sizeof(A));
+    T *Ws = reinterpret_cast<T *>(smem + at);
     const int64_t n = (r1 - r0) * d, w = r1 - r0;
     for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
       if (tr) {  // Ws[jj][i] = W[i][r0 + jj], read along jj (coalesced)
@@ -64,12 +77,39 @@ __global__ void __launch_bounds__(kThreads) e1_fwd(Fwd<T> p) {
   int rank, cs, group;
   cluster_pos<CL>(&rank, &cs, &group);
   const int64_t r0 = CL ? min(d, rank * p.R) : 0, r1 = CL ? min(d, r0 + p.R) : d;
+  const bool st = stages(BG, p.R);
+  A *stg = reinterpret_cast<A *>(smem + 2 * BG * d * sizeof(A));  // [2][xw + b, z][BG][R]
   int64_t ccs;
-  const T *rows = stage_rows<T, A, BG, CL>(smem, p.W, d, r0, r1, false, &ccs);
-  const int64_t stride_r = d;
+  const T *rows = stage_rows<T, CL>(smem, 2 * BG * d * sizeof(A) + stage_bytes(BG, p.R, 2, sizeof(A)),
+                                    p.W, d, r0, r1, false, &ccs);
+  const int64_t stride_r = d, w = r1 - r0;
+  A rx[kPF] = {}, rz[kPF] = {};
+  auto fetch = [&](int64_t t) {
+#pragma unroll
+    for (int m = 0; m < kPF; m++) {
+      const int64_t k = threadIdx.x + (int64_t)m * blockDim.x;
+      if (k >= BG * w || (int64_t)group * BG + k / w >= p.B) continue;
+      const int64_t r = r0 + k % w, at = (((int64_t)group * BG + k / w) * p.nt + t) * d + r;
+      rx[m] = load(p.xw + at) + load(p.b + r);
+      rz[m] = load(p.z + at);
+    }
+  };
+  auto park = [&](int64_t buf) {
+#pragma unroll
+    for (int m = 0; m < kPF; m++) {
+      const int64_t k = threadIdx.x + (int64_t)m * blockDim.x;
+      if (k >= BG * w || (int64_t)group * BG + k / w >= p.B) continue;
+      stg[((buf * 2 + 0) * BG + k / w) * p.R + k % w] = rx[m];
+      stg[((buf * 2 + 1) * BG + k / w) * p.R + k % w] = rz[m];
+    }
+  };
   for (int64_t k = threadIdx.x; k < BG * d; k += blockDim.x) {
     const int64_t bi = (int64_t)group * BG + k / d;
     hbuf[k] = p.h0 && bi < p.B ? load(p.h0 + bi * d + k % d) : (A)0;
+  }
+  if (st) {
+    fetch(0);
+    park(0);
   }
   sync_all<CL>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
@@ -78,10 +118,14 @@ __global__ void __launch_bounds__(kThreads) e1_fwd(Fwd<T> p) {
   for (int64_t t = 0; t < p.nt; t++) {
     const A *hc = hbuf + (t & 1) * BG * d;
     A *hn = hbuf + ((t + 1) & 1) * BG * d;
+    if (st && t + 1 < p.nt) fetch(t + 1);  // in flight during this step
     for (int64_t r = r0 + warp; r < r1; r += nwarps) {
       const int64_t at = (bme * p.nt + t) * d + r;
       A xv = 0, zv = 0;
-      if (fin) {
+      if (fin && st) {
+        xv = stg[(((t & 1) * 2 + 0) * BG + lane) * p.R + r - r0];
+        zv = stg[(((t & 1) * 2 + 1) * BG + lane) * p.R + r - r0];
+      } else if (fin) {
         xv = load(p.xw + at) + load(p.b + r);
         zv = load(p.z + at);
       }
@@ -96,6 +140,7 @@ __global__ void __launch_bounds__(kThreads) e1_fwd(Fwd<T> p) {
         put_all<CL>(hn + lane * d + r, h, cs);
       }
     }
+    if (st && t + 1 < p.nt) park((t + 1) & 1);
     sync_all<CL>();
   }
 }
@@ -111,10 +156,39 @@ __global__ void __launch_bounds__(kThreads) e1_bwd(Bwd<T> p) {
   int rank, cs, group;
   cluster_pos<CL>(&rank, &cs, &group);
   const int64_t r0 = CL ? min(d, rank * p.R) : 0, r1 = CL ? min(d, r0 + p.R) : d;
+  const bool st = stages(BG, p.R);
+  A *stg = reinterpret_cast<A *>(smem + 2 * BG * d * sizeof(A));  // [2][z, dy, h][BG][R]
   int64_t ccs;
-  const T *rows = stage_rows<T, A, BG, CL>(smem, p.W, d, r0, r1, true, &ccs);
-  const int64_t stride_r = CL ? d : 1;
+  const T *rows = stage_rows<T, CL>(smem, 2 * BG * d * sizeof(A) + stage_bytes(BG, p.R, 3, sizeof(A)),
+                                    p.W, d, r0, r1, true, &ccs);
+  const int64_t stride_r = CL ? d : 1, w = r1 - r0;
+  A rz[kPF] = {}, rg[kPF] = {}, rh[kPF] = {};
+  auto fetch = [&](int64_t t) {
+#pragma unroll
+    for (int m = 0; m < kPF; m++) {
+      const int64_t k = threadIdx.x + (int64_t)m * blockDim.x;
+      if (k >= BG * w || (int64_t)group * BG + k / w >= p.B) continue;
+      const int64_t at = (((int64_t)group * BG + k / w) * p.nt + t) * d + r0 + k % w;
+      rz[m] = load(p.z + at);
+      rg[m] = load(p.dy + at);
+      rh[m] = load(p.hs + at);
+    }
+  };
+  auto park = [&](int64_t buf) {
+#pragma unroll
+    for (int m = 0; m < kPF; m++) {
+      const int64_t k = threadIdx.x + (int64_t)m * blockDim.x;
+      if (k >= BG * w || (int64_t)group * BG + k / w >= p.B) continue;
+      stg[((buf * 3 + 0) * BG + k / w) * p.R + k % w] = rz[m];
+      stg[((buf * 3 + 1) * BG + k / w) * p.R + k % w] = rg[m];
+      stg[((buf * 3 + 2) * BG + k / w) * p.R + k % w] = rh[m];
+    }
+  };
   for (int64_t k = threadIdx.x; k < 2 * BG * d; k += blockDim.x) gbuf[k] = 0;
+  if (st) {
+    fetch(p.nt - 1);
+    park(0);
+  }
   sync_all<CL>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int64_t bme = (int64_t)group * BG + lane;
@@ -123,10 +197,16 @@ __global__ void __launch_bounds__(kThreads) e1_bwd(Bwd<T> p) {
     const int64_t t = p.nt - 1 - s;
     const A *gc = gbuf + (s & 1) * BG * d;
     A *gn = gbuf + ((s + 1) & 1) * BG * d;
+    if (st && t >= 1) fetch(t - 1);  // in flight during this step
     for (int64_t r = r0 + warp; r < r1; r += nwarps) {
       const int64_t at = (bme * p.nt + t) * d + r;
       A zv = 0, gy = 0, h = 0, carry0 = 0;
-      if (fin && t >= 0) {
+      if (fin && t >= 0 && st) {
+        const A *sb = stg + ((s & 1) * 3 * BG + lane) * p.R + r - r0;
+        zv = sb[0];
+        gy = sb[BG * p.R];
+        h = sb[2 * BG * p.R];
+      } else if (fin && t >= 0) {
         zv = load(p.z + at);
         gy = load(p.dy + at);
         h = load(p.hs + at);
@@ -146,6 +226,7 @@ __global__ void __launch_bounds__(kThreads) e1_bwd(Bwd<T> p) {
       store(p.dz + at, gy * h * sg * ((A)1 + zv * ((A)1 - sg)));
       put_all<CL>(gn + lane * d + r, dpre, cs);
     }
+    if (st && t >= 1) park((s + 1) & 1);
     sync_all<CL>();
   }
 }
@@ -163,8 +244,17 @@ __global__ void seq_shift(int64_t B, int64_t nt, int64_t d, const T *hs, const T
 // ---- planning ----
 
 // A cluster plan when W fits on chip (f32/f16/bf16), else the global-memory plan.
+// The global-memory plan: one CTA per batch group doing every row.
+template <typename T> Plan fallback_plan(int64_t B, int64_t d, int na, const DeviceInfo &info) {
+  using A = acc_t<T>;
+  const int bg = B > info.sms ? 4 : 1;
+  return Plan{false, 1, bg, d, 2 * (size_t)bg * d * sizeof(A) + stage_bytes(bg, d, na, sizeof(A)),
+              false};
+}
+
+// na: the per-step input arrays the kernel prefetches (2 forward, 3 backward).
 template <typename T>
-cudaError_t plan_for(int64_t B, int64_t d, Plan *pl, DeviceInfo *info) {
+cudaError_t plan_for(int64_t B, int64_t d, int na, Plan *pl, DeviceInfo *info) {
   using A = acc_t<T>;
   cudaError_t e = device_info(info);
   if (e) return e;
@@ -173,7 +263,8 @@ cudaError_t plan_for(int64_t B, int64_t d, Plan *pl, DeviceInfo *info) {
       const int64_t R = (d + cs - 1) / cs;
       const int bg = pick_bg(B, cs, info->sms);
       for (int g = bg; g >= 1; g /= 2) {
-        const size_t smem = 2 * (size_t)g * d * sizeof(A) + (size_t)R * d * sizeof(T);
+        const size_t smem = 2 * (size_t)g * d * sizeof(A) + stage_bytes(g, R, na, sizeof(A)) +
+                            (size_t)R * d * sizeof(T);
         if (smem <= (size_t)info->smem_optin) {
           *pl = Plan{true, cs, g, R, smem, d % (16 / (int64_t)sizeof(T)) == 0};
           return cudaSuccess;
@@ -181,8 +272,7 @@ cudaError_t plan_for(int64_t B, int64_t d, Plan *pl, DeviceInfo *info) {
       }
     }
   }
-  const int bg = B > info->sms ? 4 : 1;
-  *pl = Plan{false, 1, bg, d, 2 * (size_t)bg * d * sizeof(A), false};
+  *pl = fallback_plan<T>(B, d, na, *info);
   if (pl->smem > (size_t)(info->smem_optin > 0 ? info->smem_optin : 48 * 1024))
     return cudaErrorInvalidValue;
   return cudaSuccess;
@@ -191,19 +281,17 @@ cudaError_t plan_for(int64_t B, int64_t d, Plan *pl, DeviceInfo *info) {
 // Runs kernel K<T, BG, CL, VEC> for the plan; falls back to the global-memory kernel when the
 // clusters cannot be scheduled.
 template <typename T, template <typename, int, bool, bool> class K, typename P>
-cudaError_t run(P p, int64_t B, int64_t d, cudaStream_t stream) {
+cudaError_t run(P p, int64_t B, int64_t d, int na, cudaStream_t stream) {
   Plan pl;
   DeviceInfo info;
-  cudaError_t e = plan_for<T>(B, d, &pl, &info);
+  cudaError_t e = plan_for<T>(B, d, na, &pl, &info);
   if (e) return e;
   p.R = pl.R;
   if (pl.cl) {
     auto kernel = K<T, 1, true, false>::get(pl.bg, pl.vec);
     if (kernel && cluster_fits(kernel, pl))
       return launch(kernel, pl, (unsigned)((B + pl.bg - 1) / pl.bg * pl.cs), stream, p);
-    using A = acc_t<T>;
-    pl = Plan{false, 1, B > info.sms ? 4 : 1, d, 0, false};
-    pl.smem = 2 * (size_t)pl.bg * d * sizeof(A);
+    pl = fallback_plan<T>(B, d, na, info);
     p.R = d;
   }
   auto kernel = K<T, 1, false, false>::get(pl.bg, false);
@@ -249,7 +337,7 @@ extern "C" int eng_kcuda_e1_forward(eng_dtype_t dt, int64_t B, int64_t T_, int64
   ENG_KC_FLOAT_TYPES(dt, {
     Fwd<T> p{B, T_, d, d, (const T *)xw, (const T *)z, (const T *)W, (const T *)b,
              (const T *)h0, (T *)y, (T *)hT, (T *)hs};
-    return (int)run<T, FwdK>(p, B, d, stream);
+    return (int)run<T, FwdK>(p, B, d, 2, stream);
   })
   return 0;
 }
@@ -261,7 +349,7 @@ extern "C" int eng_kcuda_e1_backward(eng_dtype_t dt, int64_t B, int64_t T_, int6
   ENG_KC_FLOAT_TYPES(dt, {
     Bwd<T> p{B, T_, d, d, (const T *)z, (const T *)W, (const T *)hs, (const T *)dy,
              (const T *)dhT, (T *)dxw, (T *)dz, (T *)dh0};
-    return (int)run<T, BwdK>(p, B, d, stream);
+    return (int)run<T, BwdK>(p, B, d, 3, stream);
   })
   return 0;
 }

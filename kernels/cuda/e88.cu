@@ -1,10 +1,11 @@
 // E88 forward and backward. The recurrence is a chain of T dependent steps per (b, h), but its
-// columns are independent chains: column j of S only needs k^, q^, decay and v_j, g_j. So one
-// block runs one (b, h), and each column is owned by P = n/8 lanes of one warp, each holding 8
-// rows of it in registers; a warp holds CW = 32/P columns. The column dot products S^T k^ and
-// S^T q^ are 8 FMAs and log2(P) shuffles, with no block barrier inside the chain. The inputs of
-// a chunk of steps are staged in shared memory (k^ and q^ normalized once per step, silu(g)
-// once) between barriers; several blocks per SM hide each other's staging.
+// columns are independent chains: column j of S only needs k^, q^, decay and v_j, g_j. Each
+// column is owned by P = n/8 lanes of one warp, each holding 8 rows of it in registers; a warp
+// holds CW = 32/P columns. The column dot products S^T k^ and S^T q^ are 8 FMAs and log2(P)
+// shuffles, with no block barrier inside the chain. The forward runs a (b, h) as one or two
+// blocks (half the columns each, to even out the SMs' loads); the inputs of a chunk of steps are
+// staged in shared memory (k^ and q^ normalized once per step, silu(g) once) between barriers,
+// and the other resident blocks hide each one's staging.
 //
 // The backward replays each checkpointed segment from its checkpoint, keeping the states of up
 // to Lb steps in shared memory (each thread its own 8 values), then walks them backward with dS
@@ -23,7 +24,7 @@ using namespace eng_kc;
 constexpr int R = 8;           // rows of a column per thread
 constexpr float kEps = 1e-6f;  // the l2 normalization's epsilon
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kFwdMaxChunk = 64;
+constexpr int kFwdMaxChunk = 32;  // ~15 KB a block at n=v=32: all blocks of the layer resident
 constexpr int kBwdMaxSeg = 64;                 // ckpt_every limit of the backward
 constexpr size_t kFwdSmem = 48 * 1024;         // forward chunk budget (no opt-in needed)
 constexpr size_t kBwdSmem = 74 * 1024;         // backward budget: 3 blocks per SM on H100/H200
@@ -93,18 +94,23 @@ struct Params {
   void *y, *dq, *dk, *dv, *ddecay, *dg;
   float *S_T, *ckpt, *dS0;
   int B, T, H, V, C, nck, L;  // L: steps per chunk (forward) or per replayed chunk (backward)
+  int splits;                 // blocks per (b, h), each with V/splits columns (forward only)
   bool l2, lin, gate;
 };
 
-// The thread's place: column j, rows i0 .. i0+7; (b, h) of the block.
+// The thread's place: column j (jl within the block's Vb columns col0 ..), rows i0 .. i0+7;
+// (b, h) of the block.
 template <int N> struct Place {
-  int tid, lane, warp, nwarps, rg, j, i0, bh, b, h;
-  __device__ Place(int H) {
+  int tid, lane, warp, nwarps, rg, jl, Vb, col0, j, i0, bh, b, h;
+  __device__ Place(int H, int splits) {
     tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
     rg = lane / Geo<N>::CW;
-    j = warp * Geo<N>::CW + lane % Geo<N>::CW;
+    jl = warp * Geo<N>::CW + lane % Geo<N>::CW;
+    Vb = nwarps * Geo<N>::CW;
+    col0 = (blockIdx.x % splits) * Vb;
+    j = col0 + jl;
     i0 = rg * R;
-    bh = blockIdx.x, b = bh / H, h = bh % H;
+    bh = blockIdx.x / splits, b = bh / H, h = bh % H;
   }
 };
 
@@ -113,13 +119,14 @@ __device__ __forceinline__ int64_t row_of(const Params &p, int b, int t, int h) 
 }
 
 // Stages steps t0 .. t0+len-1 of (b, h): q, k into qf, kf [len][N] (normalized when l2, with the
-// norms into qn, kn when given), v into vf [len][V], decay into df [len], and per element of g
-// and dy [len][V]: for the forward gf = silu(g); for the backward (dyf given) the gate's factors
+// norms into qn, kn when given), columns col0 .. col0+Vb-1 of v into vf [len][Vb], decay into df
+// [len], and per element of g and dy [len][Vb]: for the forward gf = silu(g); for the backward (dyf given) the gate's factors
 // dyf = dy * silu(g) (the gradient reaching o; dy without a gate) and gf = dy * silu'(g) (times
 // o it is dg), so that the walk back computes no sigmoid. Ends with a barrier.
 template <typename T, int N>
-__device__ void stage(const Params &p, int b, int h, int t0, int len, float *qf, float *kf,
-                      float *qn, float *kn, float *vf, float *gf, float *dyf, float *df) {
+__device__ void stage(const Params &p, int b, int h, int t0, int len, int col0, int Vb,
+                      float *qf, float *kf, float *qn, float *kn, float *vf, float *gf,
+                      float *dyf, float *df) {
   const int tid = threadIdx.x, nt = blockDim.x, V = p.V;
   const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v, *g = (const T *)p.g,
           *dy = (const T *)p.dy, *dec = (const T *)p.decay;
@@ -129,9 +136,9 @@ __device__ void stage(const Params &p, int b, int h, int t0, int len, float *qf,
     qf[e] = load(q + at);
     kf[e] = load(k + at);
   }
-  for (int e = tid; e < len * V; e += nt) {
-    const int u = e / V, jj = e - u * V;
-    const int64_t at = row_of(p, b, t0 + u, h) * V + jj;
+  for (int e = tid; e < len * Vb; e += nt) {
+    const int u = e / Vb, jj = e - u * Vb;
+    const int64_t at = row_of(p, b, t0 + u, h) * V + col0 + jj;
     vf[e] = load(v + at);
     const float x = p.gate ? load(g + at) : 0.f, sg = sigmoidf_(x), silu = x * sg;
     if (!dyf) {
@@ -163,11 +170,11 @@ __device__ void stage(const Params &p, int b, int h, int t0, int len, float *qf,
 template <typename T, int N>
 __global__ void e88_forward_kernel(Params p) {
   constexpr bool FAST = !std::is_same<T, float>::value;
-  const Place<N> pl(p.H);
-  const int V = p.V, L = p.L;
+  const Place<N> pl(p.H, p.splits);
+  const int V = p.V, L = p.L, Vb = pl.Vb;
   extern __shared__ float4 smem4[];
   float *kf = reinterpret_cast<float *>(smem4), *qf = kf + L * N, *vf = qf + L * N,
-        *gf = vf + L * V, *yf = gf + L * V, *df = yf + L * V;
+        *gf = vf + L * Vb, *yf = gf + L * Vb, *df = yf + L * Vb;
   const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
   float s[R];
 #pragma unroll
@@ -175,7 +182,7 @@ __global__ void e88_forward_kernel(Params p) {
 
   for (int t0 = 0; t0 < p.T; t0 += L) {
     const int len = min(L, p.T - t0);
-    stage<T, N>(p, pl.b, pl.h, t0, len, qf, kf, nullptr, nullptr, vf, gf, nullptr, df);
+    stage<T, N>(p, pl.b, pl.h, t0, len, pl.col0, Vb, qf, kf, nullptr, nullptr, vf, gf, nullptr, df);
     for (int u = 0; u < len; u++) {
       const int t = t0 + u;
       if (p.ckpt && t % p.C == 0) {
@@ -186,17 +193,17 @@ __global__ void e88_forward_kernel(Params p) {
       float kh[R], qh[R];
       load8(kf + u * N + pl.i0, kh);
       load8(qf + u * N + pl.i0, qh);
-      const float delta = vf[u * V + pl.j] - column_sum<N>(dot8(s, kh)), dec = df[u];
+      const float delta = vf[u * Vb + pl.jl] - column_sum<N>(dot8(s, kh)), dec = df[u];
 #pragma unroll
       for (int r = 0; r < R; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), p.lin);
       const float o = column_sum<N>(dot8(s, qh));
-      if (pl.rg == 0) yf[u * V + pl.j] = p.gate ? o * gf[u * V + pl.j] : o;
+      if (pl.rg == 0) yf[u * Vb + pl.jl] = p.gate ? o * gf[u * Vb + pl.jl] : o;
     }
     __syncthreads();
     T *y = (T *)p.y;
-    for (int e = pl.tid; e < len * V; e += blockDim.x) {
-      const int u = e / V, jj = e - u * V;
-      store(y + row_of(p, pl.b, t0 + u, pl.h) * V + jj, yf[e]);
+    for (int e = pl.tid; e < len * Vb; e += blockDim.x) {
+      const int u = e / Vb, jj = e - u * Vb;
+      store(y + row_of(p, pl.b, t0 + u, pl.h) * V + pl.col0 + jj, yf[e]);
     }
     // the next chunk's staging rewrites only kf..gf, df; yf is rewritten after its barriers
   }
@@ -250,7 +257,7 @@ template <typename T, int N>
 __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
   constexpr bool FAST = !std::is_same<T, float>::value;
   constexpr int CW = Geo<N>::CW, PER = 2 * R / CW;  // reduce-scatter values per lane
-  const Place<N> pl(p.H);
+  const Place<N> pl(p.H, 1);
   const int V = p.V, C = p.C, Lb = p.L;
   extern __shared__ float4 smem4[];
   float *sm = reinterpret_cast<float *>(smem4);
@@ -269,7 +276,7 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
   for (int seg = p.nck - 1; seg >= 0; seg--) {
     const int t0 = seg * C, t1 = min(t0 + C, p.T);
     __syncthreads();  // the previous segment is done with the staged inputs
-    stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, qf, kf, qn, kn, vf, gf, dyf, df);
+    stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, 0, V, qf, kf, qn, kn, vf, gf, dyf, df);
     for (int c1 = t1; c1 > t0; c1 -= Lb) {
       const int c0 = max(t0, c1 - Lb);
       // replay t0 .. c1-1 from the checkpoint, keeping the states of c0 .. c1-1
@@ -390,19 +397,25 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
 
 bool n_supported(int64_t n) { return n == 16 || n == 32 || n == 64; }
 
-template <typename T, int N> int launch_forward(const Params &p0, int nthreads, cudaStream_t st) {
+template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t st) {
   Params p = p0;
-  const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * p.V + 1);
+  // Two blocks per (b, h) where the columns split evenly: with 5.03 heads per SM at the layer's
+  // shape, half-heads even out the SMs' loads (91% against 84% for whole heads).
+  constexpr int CW = Geo<N>::CW;
+  p.splits = p.V % (2 * CW) == 0 ? 2 : 1;
+  const int Vb = p.V / p.splits, nthreads = Vb * N / R;
+  const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * Vb + 1);
   int L = (int)(kFwdSmem / per_step);
   L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
   if (p.T > 0 && L > p.T) L = p.T;
   p.L = L;
-  e88_forward_kernel<T, N><<<p.B * p.H, nthreads, per_step * (size_t)L, st>>>(p);
+  e88_forward_kernel<T, N><<<p.B * p.H * p.splits, nthreads, per_step * (size_t)L, st>>>(p);
   return (int)cudaGetLastError();
 }
 
-template <typename T, int N> int launch_backward(const Params &p0, int nthreads, cudaStream_t st) {
+template <typename T, int N> int launch_backward(const Params &p0, cudaStream_t st) {
   Params p = p0;
+  const int nthreads = p.V * N / R;
   auto bytes = [&](int Lb) {
     return sizeof(float) * (size_t)BwdLayout(N, p.V, p.C, Lb, nthreads).total;
   };
@@ -449,7 +462,7 @@ extern "C" int eng_kcuda_e88_supported(const eng_e88_shape_t *s, int backward, c
   if (!n_supported(s->n)) no = "n_state must be 16, 32 or 64";
   else if (s->v % (256 / s->n) != 0) no = "head_v_dim must be a multiple of 256/n_state";
   else if (s->n * s->v > 8 * kMaxThreads) no = "n_state * head_v_dim must be at most 4096";
-  else if (s->B * s->H > 0x7fffffff || s->T > 0x7fffffff) no = "B*H and T must fit in 32 bits";
+  else if (s->B * s->H > 0x3fffffff || s->T > 0x7fffffff) no = "B*H must be below 2^30 and T below 2^31";
   else if (backward && s->ckpt_every > kBwdMaxSeg) no = "ckpt_every must be at most 64";
   if (why) *why = no;
   return no == NULL;
@@ -464,8 +477,7 @@ extern "C" int eng_kcuda_e88_forward(eng_dtype_t dt, const eng_e88_shape_t *s, c
   Params p = params_of(s);
   p.q = q, p.k = k, p.v = v, p.decay = decay, p.g = g, p.S0 = S0, p.y = y, p.S_T = S_T,
   p.ckpt = ckpt, p.gate = g != NULL;
-  const int nthreads = (int)(s->n * s->v / R);
-  E88_DISPATCH(dt, s->n, return launch_forward<T, N>(p, nthreads, stream));
+  E88_DISPATCH(dt, s->n, return launch_forward<T, N>(p, stream));
 }
 
 extern "C" int eng_kcuda_e88_backward(eng_dtype_t dt, const eng_e88_shape_t *s, const void *q,
@@ -479,6 +491,5 @@ extern "C" int eng_kcuda_e88_backward(eng_dtype_t dt, const eng_e88_shape_t *s, 
   p.q = q, p.k = k, p.v = v, p.decay = decay, p.g = g, p.dy = dy, p.ckpt_in = ckpt,
   p.dS_T = dS_T, p.dq = dq, p.dk = dk, p.dv = dv, p.ddecay = ddecay, p.dg = dg, p.dS0 = dS0,
   p.gate = g != NULL;
-  const int nthreads = (int)(s->n * s->v / R);
-  E88_DISPATCH(dt, s->n, return launch_backward<T, N>(p, nthreads, stream));
+  E88_DISPATCH(dt, s->n, return launch_backward<T, N>(p, stream));
 }

@@ -217,6 +217,12 @@ function M.lines(opts)
   return finish(svg, opts.path, "plot.lines")
 end
 
+engine.doc(M.bar, [[plot.bar{title =, labels =, values =, unit =, path =, width = 800} -> svg
+
+Horizontal bars in the given order, each labelled with its value (values finite and >= 0).]])
+engine.doc(M.lines, [[plot.lines{title =, x =, series = {{name =, y =}, ...}, xlabel =, ylabel =, logx =, logy =, path =} -> svg
+
+One line with markers per series over x (a tick at every x), with a legend; log axes on request.]])
 engine.doc(M, [[engine.plot
 
 SVG charts without dependencies: plot.bar{title, labels, values, unit, path} (horizontal bars, e.g.

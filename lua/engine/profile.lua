@@ -679,6 +679,10 @@ function Profile:__tostring()
 end
 
 M.Profile = Profile
+engine.doc(M.from_records, [[engine.profile.from_records(records) -> prof
+
+A profile from records shaped like prof.records (ops, kernels, copies, apis, phases, wall_ns):
+to rebuild reports from saved records, or to test the reports on GPU-shaped data.]])
 
 engine.doc(M, [[engine.profile(fn[, {warmup = 0, cuda = auto, phases = true}]) -> prof
 

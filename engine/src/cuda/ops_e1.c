@@ -20,10 +20,11 @@ eng_status_t eng_cuda_e1(const eng_op_call_t *call) {
   if (!st) st = eng_call_contiguous_inputs(call, c);
   if (st) return st;
   const int64_t *s = c[0]->shape;
-  int rc = eng_kcuda_e1_forward(c[0]->dtype, s[0], s[1], s[2], eng_tensor_data(c[0]),
-                                eng_tensor_data(c[1]), eng_tensor_data(c[2]), eng_tensor_data(c[3]),
-                                eng_data_or_null(c[4]), eng_tensor_data(call->out[0]),
-                                eng_tensor_data(call->out[1]), eng_tensor_data(call->out[2]), stream);
+  int rc =
+      eng_kcuda_e1_forward(c[0]->dtype, s[0], s[1], s[2], eng_tensor_data(c[0]),
+                           eng_tensor_data(c[1]), eng_tensor_data(c[2]), eng_tensor_data(c[3]),
+                           eng_data_or_null(c[4]), eng_tensor_data(call->out[0]),
+                           eng_tensor_data(call->out[1]), eng_tensor_data(call->out[2]), stream);
   for (int k = 0; k < 5; k++) eng_tensor_release(c[k]);
   return rc ? cuda_failed(eng_call_name(call), rc) : ENG_OK;
 }
@@ -63,10 +64,10 @@ eng_status_t eng_cuda_e1_backward(const eng_op_call_t *call) {
   if (st) return st;
   const eng_tensor_t *z = c[0];
   const int64_t *s = z->shape;
-  int rc = eng_kcuda_e1_backward(z->dtype, s[0], s[1], s[2], eng_tensor_data(z),
-                                 eng_tensor_data(c[1]), eng_tensor_data(c[3]), eng_tensor_data(c[4]),
-                                 eng_data_or_null(c[5]), eng_tensor_data(call->out[0]),
-                                 eng_tensor_data(call->out[1]), eng_tensor_data(call->out[4]), stream);
+  int rc = eng_kcuda_e1_backward(
+      z->dtype, s[0], s[1], s[2], eng_tensor_data(z), eng_tensor_data(c[1]), eng_tensor_data(c[3]),
+      eng_tensor_data(c[4]), eng_data_or_null(c[5]), eng_tensor_data(call->out[0]),
+      eng_tensor_data(call->out[1]), eng_tensor_data(call->out[4]), stream);
   if (rc) st = cuda_failed(op, rc);
   if (!st) st = eng_tensor_empty(s, 3, z->dtype, call->out[0]->storage->device, &hprev);
   if (!st && (rc = eng_kcuda_seq_shift(z->dtype, s[0], s[1], s[2], eng_tensor_data(c[3]),

@@ -16,8 +16,8 @@ static eng_status_t cuda_failed(const char *op, int rc) {
 }
 
 /* A u8 buffer of the bytes the kernels asked for (NULL when none). */
-static eng_status_t scratch(const char *op, eng_dtype_t dt, const int64_t *s, int64_t N,
-                            int64_t C, int backward, eng_device_t dev, eng_tensor_t **out) {
+static eng_status_t scratch(const char *op, eng_dtype_t dt, const int64_t *s, int64_t N, int64_t C,
+                            int backward, eng_device_t dev, eng_tensor_t **out) {
   size_t bytes = 0;
   *out = NULL;
   int rc = eng_kcuda_e23_scratch(dt, s[0], N, s[2], C, backward, &bytes);
@@ -42,7 +42,8 @@ eng_status_t eng_cuda_e23(const eng_op_call_t *call) {
         c[0]->dtype, s[0], s[1], N, s[2], C, eng_tensor_data(c[0]), eng_tensor_data(c[1]),
         eng_tensor_data(c[2]), eng_tensor_data(c[3]), eng_data_or_null(c[4]),
         eng_data_or_null(c[5]), eng_tensor_data(call->out[0]), eng_tensor_data(call->out[1]),
-        eng_tensor_data(call->out[2]), eng_tensor_data(call->out[3]), work ? eng_tensor_data(work) : NULL, stream);
+        eng_tensor_data(call->out[2]), eng_tensor_data(call->out[3]),
+        work ? eng_tensor_data(work) : NULL, stream);
     if (rc) st = cuda_failed(op, rc);
   }
   eng_tensor_release(work);
@@ -76,8 +77,8 @@ eng_status_t eng_cuda_e23_backward(const eng_op_call_t *call) {
   work = NULL;
   if (!st) st = eng_tensor_empty(s, 3, dt, dev, &hprev);
   if (!st) {
-    int rc = eng_kcuda_seq_shift(dt, s[0], s[1], s[2], eng_tensor_data(c[5]), eng_data_or_null(c[4]),
-                                 eng_tensor_data(hprev), stream);
+    int rc = eng_kcuda_seq_shift(dt, s[0], s[1], s[2], eng_tensor_data(c[5]),
+                                 eng_data_or_null(c[4]), eng_tensor_data(hprev), stream);
     if (rc) st = cuda_failed(op, rc);
   }
   if (!st) st = eng_es_cuda_weight_grad(call->out[0], hprev, call->out[1]);

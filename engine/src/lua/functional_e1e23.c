@@ -85,27 +85,29 @@ static int e23_common(lua_State *L, const char *op, int all) {
   int64_t n = opt_field_int(L, 5, "n_slots", op, 0), C = opt_field_int(L, 5, "ckpt_every", op, 16);
   lt_no_more_args(L, 6, op);
   eng_tensor_t *out[4] = {NULL};
-  eng_status_t st = eng_op_e23(xw, Wh, Ww, b, h0, t0, n, C, &out[0], &out[1], &out[2],
-                               all ? &out[3] : NULL);
+  eng_status_t st =
+      eng_op_e23(xw, Wh, Ww, b, h0, t0, n, C, &out[0], &out[1], &out[2], all ? &out[3] : NULL);
   return push_all(L, op, st, out, all ? 4 : 3);
 }
 
 static int f_e23(lua_State *L) { return e23_common(L, "e23", 0); }
 static int f_e23_forward(lua_State *L) { return e23_common(L, "e23_forward", 1); }
 
-/* e23_backward(xw, W_h, W_write, b, h0|nil, hs, ckpt, dhs, dh_T|nil, dtape_T|nil[, {ckpt_every}]) */
+/* e23_backward(xw, W_h, W_write, b, h0|nil, hs, ckpt, dhs, dh_T|nil, dtape_T|nil[, {ckpt_every}])
+ */
 static int f_e23_backward(lua_State *L) {
   static const char *const allowed[] = {"ckpt_every", NULL};
   const char *op = "e23_backward";
   eng_tensor_t *in[10];
   for (int k = 0; k < 10; k++)
-    in[k] = (k == 4 || k == 8 || k == 9) ? opt_tensor(L, k + 1, op) : eng_lua_check_tensor(L, k + 1, op);
+    in[k] = (k == 4 || k == 8 || k == 9) ? opt_tensor(L, k + 1, op)
+                                         : eng_lua_check_tensor(L, k + 1, op);
   check_opts(L, 11, op, allowed);
   int64_t C = opt_field_int(L, 11, "ckpt_every", op, 16);
   lt_no_more_args(L, 12, op);
   eng_tensor_t *g[6] = {NULL};
-  eng_status_t st = eng_op_e23_backward(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8],
-                                        in[9], C, &g[0], &g[1], &g[2], &g[3], &g[4], &g[5]);
+  eng_status_t st = eng_op_e23_backward(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7],
+                                        in[8], in[9], C, &g[0], &g[1], &g[2], &g[3], &g[4], &g[5]);
   return push_all(L, op, st, g, 6);
 }
 
@@ -123,7 +125,8 @@ static const lt_reg_t regs[] = {
      "hs, h_T, tape_T = engine.F.e23(xw, W_h, W_write, b[, {state = h0, tape = tape0, n_slots = N, "
      "ckpt_every = 16}])",
      "E23 dual-memory Elman recurrence: a tape [N,d] and h [d] per batch row; r = softmax(H h / "
-     "sqrt(d)), h_t = tanh(h_{t-1} W_h^T + xw_t + r^T H + b), w = h_t W_write^T, a = softmax(H h_t / "
+     "sqrt(d)), h_t = tanh(h_{t-1} W_h^T + xw_t + r^T H + b), w = h_t W_write^T, a = softmax(H h_t "
+     "/ "
      "sqrt(d)), H <- (1 - a) H + a w^T. xw, hs [B,T,d]; tape [B,N,d] (n_slots is needed when no "
      "tape is given; zeros by default).",
      NULL},

@@ -200,7 +200,7 @@ eng_status_t eng_op_e1(eng_tensor_t *xw, eng_tensor_t *z, eng_tensor_t *W_h, eng
                        eng_tensor_t *h0, eng_tensor_t **y, eng_tensor_t **h_T, eng_tensor_t **hs) {
   eng_tensor_t *in[5] = {xw, z, W_h, b, h0};
   eng_op_call_t call = {.id = ENG_OP_E1, .n_in = 5, .in = in};
-  return eng_es_run(&call, (eng_tensor_t **const[]){y, h_T, hs}, 3);
+  return eng_es_run(&call, (eng_tensor_t * *const[]){y, h_T, hs}, 3);
 }
 
 eng_status_t eng_op_e1_backward(eng_tensor_t *z, eng_tensor_t *W_h, eng_tensor_t *h0,
@@ -209,5 +209,5 @@ eng_status_t eng_op_e1_backward(eng_tensor_t *z, eng_tensor_t *W_h, eng_tensor_t
                                 eng_tensor_t **db, eng_tensor_t **dh0) {
   eng_tensor_t *in[6] = {z, W_h, h0, hs, dy, dh_T};
   eng_op_call_t call = {.id = ENG_OP_E1_BACKWARD, .n_in = 6, .in = in};
-  return eng_es_run(&call, (eng_tensor_t **const[]){dxw, dz, dW_h, db, dh0}, 5);
+  return eng_es_run(&call, (eng_tensor_t * *const[]){dxw, dz, dW_h, db, dh0}, 5);
 }

@@ -7,7 +7,8 @@
 #include "ops/ops_internal.h"
 
 /* ---- e23: in xw, W_h, W_write, b, h0 (optional), tape0 (optional); attrs i[0] n_slots (0: from
- * tape0), i[1] checkpoint interval C; out hs, h_T, tape_T, ckpt [B, ceil(T/C), N, d] (state dtype) */
+ * tape0), i[1] checkpoint interval C; out hs, h_T, tape_T, ckpt [B, ceil(T/C), N, d] (the state
+ * dtype) ---- */
 
 eng_status_t eng_infer_e23(eng_op_call_t *call) {
   const char *op = eng_call_name(call);
@@ -22,7 +23,9 @@ eng_status_t eng_infer_e23(eng_op_call_t *call) {
   if (N < 1)
     return eng_error(ENG_ERR_ARG, "%s: n_slots must be >= 1 (or given by tape0), got %lld", op,
                      (long long)N);
-  if (C < 1) return eng_error(ENG_ERR_ARG, "%s: the checkpoint interval must be >= 1, got %lld", op, (long long)C);
+  if (C < 1)
+    return eng_error(ENG_ERR_ARG, "%s: the checkpoint interval must be >= 1, got %lld", op,
+                     (long long)C);
   const int64_t seq[3] = {B, T, d}, sq[2] = {d, d}, row[2] = {B, d}, tape[3] = {B, N, d};
   const int64_t ck[4] = {B, (T + C - 1) / C, N, d};
   if ((st = eng_es_need(op, "W_h", call->in[1], dt, 2, sq))) return st;
@@ -45,9 +48,9 @@ eng_status_t eng_cpu_e23(const eng_op_call_t *call) {
   if (st) return st;
   if ((st = eng_es_alloc(call, o))) return eng_es_release(call, c), st;
   const int64_t *s = call->in[0]->shape, N = call->out[2]->shape[1];
-  eng_kcpu_e23_forward(s[0], s[1], N, s[2], call->attrs.i[1], eng_es_data(c[0]),
-                       eng_es_data(c[1]), eng_es_data(c[2]), eng_es_data(c[3]), eng_es_data(c[4]),
-                       eng_es_data(c[5]), o[0], o[1], o[2], o[3]);
+  eng_kcpu_e23_forward(s[0], s[1], N, s[2], call->attrs.i[1], eng_es_data(c[0]), eng_es_data(c[1]),
+                       eng_es_data(c[2]), eng_es_data(c[3]), eng_es_data(c[4]), eng_es_data(c[5]),
+                       o[0], o[1], o[2], o[3]);
   return eng_es_finish(call, c, o);
 }
 
@@ -63,7 +66,9 @@ eng_status_t eng_infer_e23_backward(eng_op_call_t *call) {
       return eng_error(ENG_ERR_ARG, "%s: input %d is missing", op, k + 1);
   int64_t B, T, d, C = call->attrs.i[0];
   if ((st = eng_es_seq(op, "xw", call->in[0], &B, &T, &d))) return st;
-  if (C < 1) return eng_error(ENG_ERR_ARG, "%s: the checkpoint interval must be >= 1, got %lld", op, (long long)C);
+  if (C < 1)
+    return eng_error(ENG_ERR_ARG, "%s: the checkpoint interval must be >= 1, got %lld", op,
+                     (long long)C);
   const eng_dtype_t dt = call->in[0]->dtype;
   const eng_tensor_t *ck = call->in[6];
   char s[ENG_OP_SHAPE_BUF];
@@ -102,25 +107,25 @@ eng_status_t eng_cpu_e23_backward(const eng_op_call_t *call) {
   if (st) return st;
   if ((st = eng_es_alloc(call, o))) return eng_es_release(call, c), st;
   const int64_t *s = call->in[0]->shape, N = call->in[6]->shape[2];
-  eng_kcpu_e23_backward(s[0], s[1], N, s[2], call->attrs.i[0], eng_es_data(c[0]),
-                        eng_es_data(c[1]), eng_es_data(c[2]), eng_es_data(c[3]), eng_es_data(c[4]),
-                        eng_es_data(c[5]), eng_es_data(c[6]), eng_es_data(c[7]), eng_es_data(c[8]),
-                        eng_es_data(c[9]), o[0], o[1], o[2], o[3], o[4], o[5]);
+  eng_kcpu_e23_backward(s[0], s[1], N, s[2], call->attrs.i[0], eng_es_data(c[0]), eng_es_data(c[1]),
+                        eng_es_data(c[2]), eng_es_data(c[3]), eng_es_data(c[4]), eng_es_data(c[5]),
+                        eng_es_data(c[6]), eng_es_data(c[7]), eng_es_data(c[8]), eng_es_data(c[9]),
+                        o[0], o[1], o[2], o[3], o[4], o[5]);
   return eng_es_finish(call, c, o);
 }
 
 /* ---- typed functions ---- */
 
-eng_status_t eng_op_e23(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor_t *W_write,
-                        eng_tensor_t *b, eng_tensor_t *h0, eng_tensor_t *tape0, int64_t n_slots,
-                        int64_t ckpt_every, eng_tensor_t **hs, eng_tensor_t **h_T,
-                        eng_tensor_t **tape_T, eng_tensor_t **ckpt) {
+eng_status_t eng_op_e23(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor_t *W_write, eng_tensor_t *b,
+                        eng_tensor_t *h0, eng_tensor_t *tape0, int64_t n_slots, int64_t ckpt_every,
+                        eng_tensor_t **hs, eng_tensor_t **h_T, eng_tensor_t **tape_T,
+                        eng_tensor_t **ckpt) {
   eng_tensor_t *in[6] = {xw, W_h, W_write, b, h0, tape0};
   eng_op_call_t call = {.id = ENG_OP_E23, .n_in = 6, .in = in};
   call.attrs.i[0] = n_slots;
   call.attrs.i[1] = ckpt_every;
   call.attrs.ni = 2;
-  return eng_es_run(&call, (eng_tensor_t **const[]){hs, h_T, tape_T, ckpt}, 4);
+  return eng_es_run(&call, (eng_tensor_t * *const[]){hs, h_T, tape_T, ckpt}, 4);
 }
 
 eng_status_t eng_op_e23_backward(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor_t *W_write,
@@ -133,5 +138,5 @@ eng_status_t eng_op_e23_backward(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor
   eng_op_call_t call = {.id = ENG_OP_E23_BACKWARD, .n_in = 10, .in = in};
   call.attrs.i[0] = ckpt_every;
   call.attrs.ni = 1;
-  return eng_es_run(&call, (eng_tensor_t **const[]){dxw, dW_h, dW_write, db, dh0, dtape0}, 6);
+  return eng_es_run(&call, (eng_tensor_t * *const[]){dxw, dW_h, dW_write, db, dh0, dtape0}, 6);
 }
