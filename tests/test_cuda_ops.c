@@ -278,15 +278,16 @@ static const line_t lines[] = {
            T(.s = {{N, 5}, {N, 5}}, .ai = {0, 0}, .nai = 2),
            T(.s = {{2, N, 3}, {2, N, 3}}, .ai = {1, 1}, .nai = 2),
            T(.s = {{33, N}, {33, N}}, .ai = {1, 0}, .nai = 2), T(.s = {{0}, {0}}, .ai = {0, 1}, .nai = 2)}},
-    /* Norm gradients of rows of one element, or of constant (expanded) rows, are pure
-     * cancellation: each backend returns its own rounding noise there, so those are skipped. */
+    /* Norm gradients of rows of one element (two for layer_norm), or of constant (expanded) rows,
+     * are pure cancellation: each backend returns its own rounding noise there, so those are
+     * skipped. */
     {.op = "rms_norm_backward", .n_in = 3, .kind = {K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
      .layouts = L_VARYING_ROWS, .check = CHK_TOL, .f = {1e-6}, .min_n = 2,
      .t = {T(.s = {{N}, {N}, {N}}), T(.s = {{3, N}, {3, N}, {N}}), T(.s = {{N, 5}, {N, 5}, {5}}),
            T(.s = {{3, N}, {3, N}, {NONE}}), T(.s = {{2, 3, N}, {2, 3, N}, {N}}),
            T(.s = {{33, N}, {33, N}, {N}})}},
     {.op = "layer_norm_backward", .n_in = 4, .kind = {K_ANY, K_ANY, K_ANY, K_ANY}, .dtypes = FLOATS,
-     .layouts = L_VARYING_ROWS, .check = CHK_TOL, .f = {1e-5}, .min_n = 2,
+     .layouts = L_VARYING_ROWS, .check = CHK_TOL, .f = {1e-5}, .min_n = 3,
      .t = {T(.s = {{N}, {N}, {N}, {N}}), T(.s = {{3, N}, {3, N}, {N}, {N}}),
            T(.s = {{N, 5}, {N, 5}, {5}, {5}}), T(.s = {{3, N}, {3, N}, {NONE}, {NONE}}),
            T(.s = {{2, 3, N}, {2, 3, N}, {N}, {NONE}}), T(.s = {{33, N}, {33, N}, {N}, {N}})}},

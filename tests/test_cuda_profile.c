@@ -42,7 +42,7 @@ Test(cuda_profile, without_a_gpu_cuda_profiling_is_a_clear_error) {
 /* The Lua side of the matmul + softmax check; `lines` holds the issuing lines. */
 static const char *const matmul_softmax =
     "local t = require 'spec'\n"
-    "local src = debug.getinfo(1, 'S').source:gsub('^@', '')\n"
+    "local src = debug.getinfo(1, 'S').source:gsub('^[@=]', '')\n"
     "local x = engine.randn({512, 768}, {device = 'cuda'})\n"
     "local w = engine.randn({768, 1000}, {device = 'cuda'})\n"
     "local lines = {}\n"

@@ -25,10 +25,18 @@ template <typename T> struct P23 {
   int tape_smem;  // forward: the tape lives in shared memory
 };
 
+// xw + b of a step is prefetched one step ahead (loaded into registers before a step's work,
+// parked in shared memory [2][BG][R] after it) when a CTA's BG x R of them come to at most kPF per
+// thread: no global-memory latency on the chain.
+constexpr int kPF = 4;
+__host__ __device__ inline bool stages(int bg, int64_t R) {
+  return (int64_t)bg * R <= (int64_t)kPF * kThreads;
+}
+
 // ---- shared-memory layout (bytes, 16-aligned pieces), the same on host and device ----
 struct Lay {
   size_t w1, w2, hbuf, part1, part2, rbuf, abuf, wloc, tape, dwbuf, dpbuf, carry, dhv, dpl, dsa,
-      dsr, total;
+      dsr, xs, total;
 };
 
 __host__ __device__ inline size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -58,6 +66,7 @@ __host__ __device__ inline Lay layout(int64_t d, int64_t N, int64_t R, int bg, i
   l.dpl = take(bwd ? (size_t)bg * R * asz : 0);
   l.dsa = take(bwd ? (size_t)bg * N * asz : 0);
   l.dsr = take(bwd ? (size_t)bg * N * asz : 0);
+  l.xs = take(stages(bg, R) ? 2 * (size_t)bg * R * asz : 0);
   l.total = at;
   return l;
 }
@@ -79,6 +88,8 @@ template <typename T, int BG, bool CL> struct Ctx {
   A scale;
   A *hbuf, *part1, *part2, *rbuf, *abuf, *wloc;
   A *tape;  // tape(g, i, jj) = tape[(g * N + i) * R + jj]
+  A *xs;    // prefetched xw + b, [2][BG][R], when st
+  bool st;
   __device__ A &tp(int g, int64_t i, int64_t jj) const { return tape[(g * N + i) * R + jj]; }
   __device__ int64_t batch(int g) const { return (int64_t)group * BG + g; }
 };
@@ -103,6 +114,8 @@ __device__ Ctx<T, BG, CL> make_ctx(const P23<T> &p, unsigned char *smem, const L
   c.rbuf = reinterpret_cast<A *>(smem + l.rbuf);
   c.abuf = reinterpret_cast<A *>(smem + l.abuf);
   c.wloc = reinterpret_cast<A *>(smem + l.wloc);
+  c.xs = reinterpret_cast<A *>(smem + l.xs);
+  c.st = stages(BG, p.R);
   return c;
 }
 
@@ -132,6 +145,28 @@ __device__ __forceinline__ void dots(bool vec, const T *row, int64_t cs, const a
   dots_scalar<T, BG>(row, cs, v, d, lane, acc);
 }
 
+// xw + b of step t for the CTA's units into registers, and from there into buffer t & 1.
+template <typename T, int BG, bool CL>
+__device__ __forceinline__ void fetch_x(const Ctx<T, BG, CL> &c, const T *xw, const T *bias,
+                                        int64_t t, acc_t<T> (&rx)[kPF]) {
+#pragma unroll
+  for (int m = 0; m < kPF; m++) {
+    const int64_t k = threadIdx.x + (int64_t)m * blockDim.x, bi = c.batch((int)(k / (c.w ? c.w : 1)));
+    if (k >= BG * c.w || bi >= c.B) continue;
+    const int64_t j = c.c0 + k % c.w;
+    rx[m] = load(xw + (bi * c.nt + t) * c.d + j) + load(bias + j);
+  }
+}
+template <typename T, int BG, bool CL>
+__device__ __forceinline__ void park_x(const Ctx<T, BG, CL> &c, int64_t t, const acc_t<T> (&rx)[kPF]) {
+#pragma unroll
+  for (int m = 0; m < kPF; m++) {
+    const int64_t k = threadIdx.x + (int64_t)m * blockDim.x;
+    if (k >= BG * c.w || c.batch((int)(k / c.w)) >= c.B) continue;
+    c.xs[((t & 1) * BG + k / c.w) * c.R + k % c.w] = rx[m];
+  }
+}
+
 // ---- the forward step's phases ----
 
 // h_t for the owned units: W_h h_{t-1} + xw + H^T r + b, then tanh; h_t goes to every CTA's hn.
@@ -145,7 +180,7 @@ __device__ void phase_h(const Ctx<T, BG, CL> &c, const T *Wrows, bool vec, int64
   for (int64_t jj = c.warp; jj < c.w; jj += c.nwarps) {
     const int64_t j = c.c0 + jj, at = (bme * c.nt + t) * c.d + j;
     A xv = 0;
-    if (fin) xv = load(xw + at) + load(bias + j);
+    if (fin) xv = c.st ? c.xs[((t & 1) * BG + c.lane) * c.R + jj] : load(xw + at) + load(bias + j);
     A acc[BG] = {};
     dots<T, BG>(vec, Wrows + jj * c.d, 1, hc, c.d, c.lane, acc);
 #pragma unroll
@@ -277,6 +312,11 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
     c.tp(g, i, jj) = p.tape0 && bi < p.B ? load(p.tape0 + (bi * p.N + i) * p.d + c.c0 + jj) : (A)0;
   }
   load_state(c, p.h0, p.d);
+  A rx[kPF] = {};
+  if (c.st) {
+    fetch_x(c, p.xw, p.b, 0, rx);
+    park_x(c, 0, rx);
+  }
   sync_all<CL>();
   const bool vec = CL ? c.vs : c.vg;
   phase_scores(c, Ww, vec, c.hbuf, false, (A *)nullptr);
@@ -290,10 +330,16 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
         if (bi < p.B) p.ckpt[((bi * K + t / p.C) * p.N + i) * p.d + c.c0 + jj] = c.tp(g, i, jj);
       }
     A *hc = c.hbuf + (t & 1) * BG * p.d, *hn = c.hbuf + ((t + 1) & 1) * BG * p.d;
+    const bool ahead = c.st && t + 1 < p.nt;
+    if (ahead) fetch_x(c, p.xw, p.b, t + 1, rx);  // in flight during this step
     phase_h(c, Wh, vec, t, p.xw, p.b, hc, hn, p.hs, t == p.nt - 1 ? p.hT : (T *)nullptr, (A *)nullptr);
     sync_all<CL>();
     phase_scores(c, Ww, vec, hn, true, (A *)nullptr);
     phase_attend(c, true);
+    if (ahead) {
+      park_x(c, t + 1, rx);
+      __syncthreads();
+    }
   }
   for (int64_t k = threadIdx.x; k < BG * p.N * c.w; k += blockDim.x) {
     const int g = (int)(k / (p.N * c.w));
@@ -362,6 +408,11 @@ __global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
     __syncthreads();
     for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x)
       hown[(k / c.w) * R + k % c.w] = c.hbuf[(k / c.w) * d + c.c0 + k % c.w];
+    A rx[kPF] = {};
+    if (c.st) {
+      fetch_x(c, p.xw, p.b, t0, rx);
+      park_x(c, t0, rx);
+    }
     sync_all<CL>();
     phase_scores(c, Ww, c.vg, c.hbuf, false, (A *)nullptr);
     phase_attend(c, false);
@@ -370,11 +421,17 @@ __global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
       for (int64_t k = threadIdx.x; k < BG * NR; k += blockDim.x) seg[s * BG * NR + k] = work[k];
       for (int64_t k = threadIdx.x; k < BG * N; k += blockDim.x) rs[s * BG * N + k] = c.rbuf[k];
       A *hc = c.hbuf + (s & 1) * BG * d, *hn = c.hbuf + ((s + 1) & 1) * BG * d;
+      const bool ahead = c.st && s + 1 < L;
+      if (ahead) fetch_x(c, p.xw, p.b, t + 1, rx);
       phase_h(c, Wh, c.vg, t, p.xw, p.b, hc, hn, (T *)nullptr, (T *)nullptr, hown + (s + 1) * BG * R);
       sync_all<CL>();
       phase_scores(c, Ww, c.vg, hn, true, wown + s * BG * R);
       phase_attend(c, true);
       for (int64_t k = threadIdx.x; k < BG * N; k += blockDim.x) as[s * BG * N + k] = c.abuf[k];
+      if (ahead) {
+        park_x(c, t + 1, rx);
+        __syncthreads();
+      }
     }
     __syncthreads();
     // ---- walk the segment backwards ----
