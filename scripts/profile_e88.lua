@@ -112,24 +112,31 @@ local function step(p)
 end
 
 local function sync() if gpu then engine.cuda.synchronize() end end
+local no_phases = {phase = function() end}
 
-local t0, inside = engine.clock(), nil
-local prof = engine.profile(function(p)
+-- Wall time of fn, from a synchronized device and a collected Lua heap (so each measurement pays
+-- for its own garbage only).
+local function timed(fn)
+  collectgarbage()
   sync()
   local t = engine.clock()
-  for _ = 1, cfg.iters do step(p) end
+  fn()
   sync()
-  inside = engine.clock() - t
-end, {warmup = cfg.warmup, cuda = gpu})
+  return engine.clock() - t
+end
+local function plain_steps() for _ = 1, cfg.iters do step(no_phases) end end
+
+-- The profiler's overhead on a real step: the same steps without it, before and after the
+-- profiled ones (the faster of the two, so warm-up effects do not flatter the profiler).
+for _ = 1, cfg.warmup do step(no_phases) end
+local plain = timed(plain_steps)
+local t0, inside = engine.clock(), nil
+local prof = engine.profile(function(p)
+  inside = timed(function() for _ = 1, cfg.iters do step(p) end end)
+end, {warmup = 0, cuda = gpu})
 local wall = engine.clock() - t0
 local iters = cfg.iters
-
--- The same steps without the profiler: its overhead on a real step.
-sync()
-local t = engine.clock()
-for _ = 1, iters do step({phase = function() end}) end
-sync()
-local plain = engine.clock() - t
+plain = math.min(plain, timed(plain_steps))
 
 -- ---- the breakdown ----
 
