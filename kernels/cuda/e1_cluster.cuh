@@ -16,19 +16,35 @@ namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
 
+// Clusters exist from sm_90 on. Builds for older GPUs still compile the cluster variants, as traps:
+// the launchers only pick them where cudaOccupancyMaxActiveClusters says clusters can run.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define ENG_ES_NO_CLUSTERS 1
+#endif
+
 // ---- barriers and state exchange ----
 template <bool CL> __device__ __forceinline__ void sync_all() {
-  if constexpr (CL)
+  if constexpr (CL) {
+#ifdef ENG_ES_NO_CLUSTERS
+    __trap();
+#else
     cg::this_cluster().sync();
-  else
+#endif
+  } else {
     __syncthreads();
+  }
 }
 
 // Writes v at `local` (a shared-memory address) in every CTA of the cluster.
 template <bool CL, typename A> __device__ __forceinline__ void put_all(A *local, A v, int cs) {
   if constexpr (CL) {
+#ifdef ENG_ES_NO_CLUSTERS
+    (void)local, (void)v, (void)cs;
+    __trap();
+#else
     cg::cluster_group cl = cg::this_cluster();
     for (int q = 0; q < cs; q++) *cl.map_shared_rank(local, q) = v;
+#endif
   } else {
     *local = v;
   }
@@ -37,10 +53,15 @@ template <bool CL, typename A> __device__ __forceinline__ void put_all(A *local,
 // The CTA's rank in its cluster, the cluster size, and which cluster (batch group) it is in.
 template <bool CL> __device__ __forceinline__ void cluster_pos(int *rank, int *cs, int *group) {
   if constexpr (CL) {
+#ifdef ENG_ES_NO_CLUSTERS
+    *rank = 0, *cs = 1, *group = 0;
+    __trap();
+#else
     cg::cluster_group cl = cg::this_cluster();
     *rank = (int)cl.block_rank();
     *cs = (int)cl.num_blocks();
     *group = (int)(blockIdx.x / cl.num_blocks());
+#endif
   } else {
     *rank = 0;
     *cs = 1;
