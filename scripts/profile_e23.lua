@@ -32,34 +32,9 @@ local FLAGS = {dim = "int", ["seq-len"] = "int", batches = "string", batch = "in
                ["train-steps"] = "int", ["train-batch"] = "int", ["train-seq"] = "int", ["train-dim"] = "int",
                device = "string", prefix = "string", help = "bool"}
 
-local function fail(msg)
-  io.stderr:write("profile_e23: ", msg, "\n(see --help)\n")
-  os.exit(2)
-end
+local function fail(msg) engine.cli.fail("profile_e23", msg) end
 
-local function parse(args)
-  local o, i = {}, 1
-  while i <= #args do
-    local a = args[i] == "-h" and "--help" or args[i]
-    local name = a:match("^%-%-([%w%-]+)$")
-    local kind = name and FLAGS[name]
-    if not kind then fail("unknown argument '" .. a .. "'") end
-    if kind == "bool" then
-      o[name], i = true, i + 1
-    else
-      local v = args[i + 1]
-      if v == nil then fail("--" .. name .. " needs a value") end
-      if kind == "int" then
-        v = tonumber(v)
-        if not v or v ~= math.floor(v) or v <= 0 then fail("--" .. name .. " needs a positive integer") end
-      end
-      o[name], i = v, i + 2
-    end
-  end
-  return o
-end
-
-local o = parse(arg or {...})
+local o = engine.cli.parse("profile_e23", FLAGS, arg or {...})
 if o.help then
   print(USAGE)
   return

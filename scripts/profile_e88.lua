@@ -31,39 +31,7 @@ local FLAGS = {dim = "int", depth = "int", heads = "int", ["n-state"] = "int", b
                optimizer = "bool", device = "string", top = "int", ["peak-tflops"] = "number",
                ["bandwidth-gbs"] = "number", trace = "string", plot = "string", help = "bool"}
 
-local function fail(msg)
-  io.stderr:write("profile_e88: ", msg, "\n(see --help)\n")
-  os.exit(2)
-end
-
-local function parse(args)
-  local o, i = {}, 1
-  while i <= #args do
-    local a = args[i] == "-h" and "--help" or args[i]
-    local name = a:match("^%-%-([%w%-]+)$")
-    local kind = name and FLAGS[name]
-    if not kind then fail("unknown argument '" .. a .. "'") end
-    if kind == "bool" then
-      o[name], i = true, i + 1
-    else
-      local v = args[i + 1]
-      if v == nil then fail("--" .. name .. " needs a value") end
-      if kind ~= "string" then -- int, count (an int >= 0), number: all positive otherwise
-        local n = tonumber(v)
-        local whole = kind ~= "number"
-        if not n or (whole and n ~= math.floor(n)) or n < 0 or (n == 0 and kind ~= "count") then
-          fail(("--%s needs a %s %s, got '%s'"):format(name, kind == "count" and "non-negative" or "positive",
-                                                       whole and "integer" or "number", v))
-        end
-        v = n
-      end
-      o[name], i = v, i + 2
-    end
-  end
-  return o
-end
-
-local o = parse(arg or {...})
+local o = engine.cli.parse("profile_e88", FLAGS, arg or {...})
 if o.help then
   print(USAGE)
   return

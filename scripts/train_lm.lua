@@ -33,46 +33,15 @@ output:
 local FLAGS = {
   data = "string", layer = "string", params = "string", dim = "int", depth = "int",
   expansion = "number", heads = "int", steps = "int", minutes = "number", batch = "int",
-  ["seq-len"] = "int", lr = "number", warmup = "int", optimizer = "string", schedule = "string",
-  ["weight-decay"] = "number", clip = "number", bf16 = "bool", seed = "int", device = "string",
+  ["seq-len"] = "int", lr = "number", warmup = "count", optimizer = "string", schedule = "string",
+  ["weight-decay"] = "amount", clip = "amount", bf16 = "bool", seed = "count", device = "string",
   out = "string", ["checkpoint-every"] = "int", resume = "bool", ["log-every"] = "int",
   help = "bool",
 }
 
-local function fail(msg)
-  io.stderr:write("train_lm: ", msg, "\n(see --help)\n")
-  os.exit(2)
-end
+local function fail(msg) engine.cli.fail("train_lm", msg) end
 
-local function parse(args)
-  local o, i = {}, 1
-  while i <= #args do
-    local a = args[i]
-    if a == "-h" then a = "--help" end
-    local name = a:match("^%-%-([%w%-]+)$")
-    local kind = name and FLAGS[name]
-    if not kind then fail("unknown argument '" .. a .. "'") end
-    if kind == "bool" then
-      o[name] = true
-      i = i + 1
-    else
-      local v = args[i + 1]
-      if v == nil then fail("--" .. name .. " needs a value") end
-      if kind ~= "string" then
-        local n = tonumber(v)
-        if not n or (kind == "int" and n ~= math.floor(n)) then
-          fail(("--%s needs %s, got '%s'"):format(name, kind == "int" and "an integer" or "a number", v))
-        end
-        v = n
-      end
-      o[name] = v
-      i = i + 2
-    end
-  end
-  return o
-end
-
-local o = parse(arg or {...})
+local o = engine.cli.parse("train_lm", FLAGS, arg or {...})
 if o.help then
   print(USAGE)
   return
