@@ -241,12 +241,13 @@ static eng_status_t run(eng_tensor_t *const *roots, eng_tensor_t *const *grads, 
                      k + 1);
       break;
     }
-    eng_ag_edge_t e;
+    eng_ag_edge_t e = {0};
     eng_tensor_t *g = NULL;
     st = seed_grad(roots[k], grads ? grads[k] : NULL, &g);
     if (!st) st = eng_ag_edge_of(roots[k], &e);
     if (!st) st = list_push(&seeds, e.node);
     if (st) {
+      eng_ag_node_release(e.node); /* only set when the push itself failed */
       eng_tensor_release(g);
       break;
     }
