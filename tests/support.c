@@ -23,15 +23,9 @@ eng_tensor_t *t_tensor(const double *values, const int64_t *shape, int ndim, eng
   return t;
 }
 
-static int64_t numel_of(const int64_t *shape, int ndim) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  return n;
-}
-
 eng_tensor_t *t_rand_tensor(const int64_t *shape, int ndim, eng_dtype_t dt, uint64_t seed, double lo,
                             double hi) {
-  int64_t n = numel_of(shape, ndim);
+  int64_t n = t_numel(shape, ndim);
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   t_random(v, n, seed, lo, hi);
   eng_tensor_t *t = t_tensor(v, shape, ndim, dt);
@@ -97,4 +91,20 @@ int t_run_capture(const char *cmd, char **output) {
   int status = pclose(p);
   *output = buf;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+int64_t t_numel(const int64_t *shape, int ndim) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  return n;
+}
+
+int64_t t_flat_index(const int64_t *c, const int64_t *shape, int ndim) {
+  int64_t f = 0;
+  for (int d = 0; d < ndim; d++) f = f * shape[d] + c[d];
+  return f;
+}
+
+void t_coords(int64_t f, const int64_t *shape, int ndim, int64_t *c) {
+  for (int d = ndim - 1; d >= 0; d--) c[d] = f % shape[d], f /= shape[d];
 }

@@ -8,6 +8,11 @@
 
 /* xorshift64*-based uniform doubles in [lo, hi): independent of the engine's Philox. */
 void t_random(double *buf, int64_t n, uint64_t seed, double lo, double hi);
+/* Row-major index arithmetic: element count, flat index of coordinates, coordinates of a flat
+ * index. */
+int64_t t_numel(const int64_t *shape, int ndim);
+int64_t t_flat_index(const int64_t *c, const int64_t *shape, int ndim);
+void t_coords(int64_t f, const int64_t *shape, int ndim, int64_t *c);
 /* A new CPU tensor holding values (rounded to dt). cr_asserts on failure. */
 eng_tensor_t *t_tensor(const double *values, const int64_t *shape, int ndim, eng_dtype_t dt);
 /* A new CPU tensor of random values in [lo, hi). */

@@ -12,12 +12,6 @@ static const eng_dtype_t FLOATS[] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
 #define NFLOATS 4
 static const int64_t NO_DIMS[1] = {1}; /* the shape argument of 0-d tensors */
 
-static int64_t numel_of(const int64_t *shape, int ndim) {
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 static void check_shape(const eng_tensor_t *t, const int64_t *shape, int ndim, eng_dtype_t dt) {
   cr_assert_eq(t->ndim, ndim, "ndim %d, want %d", t->ndim, ndim);
   for (int d = 0; d < ndim; d++)
@@ -257,7 +251,7 @@ static void check_binary(eng_binary_op_t op, eng_tensor_t *a, eng_tensor_t *b, e
     shape[d] = sa == 1 ? sb : sa;
   }
   check_shape(y, shape, nd, want_dt);
-  int64_t n = numel_of(shape, nd);
+  int64_t n = t_numel(shape, nd);
   double *va = t_values(a), *vb = t_values(b), *ref = malloc(sizeof(double) * (size_t)(n ? n : 1));
   for (int64_t i = 0; i < n; i++)
     ref[i] = ref_binary(op, va[bidx(shape, nd, i, a->shape, a->ndim)],
@@ -279,7 +273,7 @@ static void check_binary(eng_binary_op_t op, eng_tensor_t *a, eng_tensor_t *b, e
 
 /* Integer-valued float inputs so that the comparisons see ties. */
 static eng_tensor_t *int_valued(const int64_t *shape, int ndim, eng_dtype_t dt, uint64_t seed) {
-  int64_t n = numel_of(shape, ndim);
+  int64_t n = t_numel(shape, ndim);
   double *v = malloc(sizeof(double) * (size_t)n);
   t_random(v, n, seed, -3, 3);
   for (int64_t i = 0; i < n; i++) v[i] = floor(v[i]);
@@ -615,7 +609,7 @@ static void check_where(eng_tensor_t *c, eng_tensor_t *a, eng_tensor_t *b, eng_d
     }
   }
   check_shape(y, shape, nd, want);
-  int64_t n = numel_of(shape, nd);
+  int64_t n = t_numel(shape, nd);
   double *vc = t_values(c), *va = t_values(a), *vb = t_values(b),
          *ref = malloc(sizeof(double) * (size_t)n);
   for (int64_t i = 0; i < n; i++) {
@@ -632,7 +626,7 @@ static void check_where(eng_tensor_t *c, eng_tensor_t *a, eng_tensor_t *b, eng_d
 }
 
 static eng_tensor_t *mask(const int64_t *shape, int ndim, eng_dtype_t dt, uint64_t seed) {
-  int64_t n = numel_of(shape, ndim);
+  int64_t n = t_numel(shape, ndim);
   double *v = malloc(sizeof(double) * (size_t)n);
   t_random(v, n, seed, 0, 1);
   for (int64_t i = 0; i < n; i++) v[i] = v[i] < 0.5 ? 0 : (i % 3 == 0 ? -2.5 : 1);

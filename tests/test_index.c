@@ -12,22 +12,6 @@ static const eng_dtype_t INDEX_DTYPES[] = {ENG_I64, ENG_I32, ENG_U8};
 #define N_ALL (sizeof ALL / sizeof *ALL)
 #define N_INDEX (sizeof INDEX_DTYPES / sizeof *INDEX_DTYPES)
 
-static int64_t numel_of(const int64_t *s, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= s[i];
-  return p;
-}
-
-static int64_t flat_of(const int64_t *c, const int64_t *shape, int nd) {
-  int64_t f = 0;
-  for (int d = 0; d < nd; d++) f = f * shape[d] + c[d];
-  return f;
-}
-
-static void coords_of(int64_t f, const int64_t *shape, int nd, int64_t *c) {
-  for (int d = nd - 1; d >= 0; d--) c[d] = f % shape[d], f /= shape[d];
-}
-
 /* Random data of any dtype (integers in a range every integer dtype holds). */
 static eng_tensor_t *rand_data(const int64_t *shape, int nd, eng_dtype_t dt, uint64_t seed) {
   return eng_dtype_is_float(dt) ? t_rand_tensor(shape, nd, dt, seed, -1, 1)
@@ -37,7 +21,7 @@ static eng_tensor_t *rand_data(const int64_t *shape, int nd, eng_dtype_t dt, uin
 /* Random integers in [0, limit) as a tensor of dtype dt; their values go to *vals (malloc'd). */
 static eng_tensor_t *rand_index(const int64_t *shape, int nd, eng_dtype_t dt, int64_t limit,
                                 uint64_t seed, double **vals) {
-  int64_t n = numel_of(shape, nd);
+  int64_t n = t_numel(shape, nd);
   double *v = malloc(sizeof(double) * (size_t)(n + 1));
   t_random(v, n, seed, 0, (double)limit);
   for (int64_t i = 0; i < n; i++) v[i] = floor(v[i]);
@@ -69,7 +53,7 @@ static void check_embedding(eng_tensor_t *ids, eng_tensor_t *w) {
   assert_shape(out, want, ids->ndim + w->ndim - 1);
   cr_assert_eq(out->dtype, w->dtype);
   double *iv = t_values(ids), *wv = t_values(w), *ov = t_values(out);
-  int64_t row = numel_of(w->shape + 1, w->ndim - 1), n = eng_tensor_numel(ids);
+  int64_t row = t_numel(w->shape + 1, w->ndim - 1), n = eng_tensor_numel(ids);
   for (int64_t p = 0; p < n; p++)
     for (int64_t r = 0; r < row; r++)
       cr_assert_eq(ov[p * row + r], wv[(int64_t)iv[p] * row + r], "%s: id %lld elem %lld",
@@ -145,9 +129,9 @@ static void check_along(const eng_tensor_t *out, const eng_tensor_t *x, int dim,
   double *xv = t_values(x), *ov = t_values(out);
   int64_t n = eng_tensor_numel(out), c[ENG_MAX_DIMS];
   for (int64_t f = 0; f < n; f++) {
-    coords_of(f, out->shape, out->ndim, c);
+    t_coords(f, out->shape, out->ndim, c);
     c[dim] = (int64_t)(gather ? idx[f] : idx[c[dim]]);
-    cr_assert_eq(ov[f], xv[flat_of(c, x->shape, x->ndim)], "%s dim %d: element %lld",
+    cr_assert_eq(ov[f], xv[t_flat_index(c, x->shape, x->ndim)], "%s dim %d: element %lld",
                  eng_dtype_name(x->dtype), dim, (long long)f);
   }
   free(xv);
@@ -313,10 +297,10 @@ static void check_cat(const eng_tensor_t *out, eng_tensor_t *const *ts, int n, i
   for (int k = 0; k < n; k++) pv[k] = t_values(ts[k]);
   int64_t total = eng_tensor_numel(out), c[ENG_MAX_DIMS];
   for (int64_t f = 0; f < total; f++) {
-    coords_of(f, out->shape, out->ndim, c);
+    t_coords(f, out->shape, out->ndim, c);
     int k = 0;
     while (c[dim] >= ts[k]->shape[dim]) c[dim] -= ts[k++]->shape[dim];
-    cr_assert_eq(ov[f], pv[k][flat_of(c, ts[k]->shape, ts[k]->ndim)], "element %lld (piece %d)", (long long)f, k);
+    cr_assert_eq(ov[f], pv[k][t_flat_index(c, ts[k]->shape, ts[k]->ndim)], "element %lld (piece %d)", (long long)f, k);
   }
   free(ov);
   for (int k = 0; k < n; k++) free(pv[k]);
@@ -404,11 +388,11 @@ static void check_stack(const eng_tensor_t *out, eng_tensor_t *const *ts, int n,
   for (int k = 0; k < n; k++) pv[k] = t_values(ts[k]);
   int64_t total = eng_tensor_numel(out), c[ENG_MAX_DIMS], rest[ENG_MAX_DIMS];
   for (int64_t f = 0; f < total; f++) {
-    coords_of(f, out->shape, out->ndim, c);
+    t_coords(f, out->shape, out->ndim, c);
     int r = 0;
     for (int d = 0; d < out->ndim; d++)
       if (d != dim) rest[r++] = c[d];
-    cr_assert_eq(ov[f], pv[c[dim]][flat_of(rest, ts[0]->shape, ts[0]->ndim)], "element %lld", (long long)f);
+    cr_assert_eq(ov[f], pv[c[dim]][t_flat_index(rest, ts[0]->shape, ts[0]->ndim)], "element %lld", (long long)f);
   }
   free(ov);
   for (int k = 0; k < n; k++) free(pv[k]);

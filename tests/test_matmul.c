@@ -10,12 +10,6 @@
 
 static const eng_dtype_t FLOATS[] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
 
-static int64_t numel_of(const int64_t *s, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= s[i];
-  return p;
-}
-
 /* torch.matmul on row-major double arrays, from the definition: 1-D operands become [1,k] and
  * [k,1], batch dims broadcast right-aligned, out[b,i,j] = sum_p A[b,i,p] * B[b,p,j]. The
  * dropped 1-dims do not change the row-major order of the result. */
@@ -34,7 +28,7 @@ static double *ref_matmul(const double *a, const int64_t *sa, int na, const doub
     int64_t x = da >= 0 ? A[da] : 1, y = db >= 0 ? B[db] : 1;
     batch[d] = x > y ? x : y;
   }
-  int64_t m = A[ma - 2], k = A[ma - 1], n = B[mb - 1], nb_total = numel_of(batch, nbat);
+  int64_t m = A[ma - 2], k = A[ma - 1], n = B[mb - 1], nb_total = t_numel(batch, nbat);
   double *out = calloc((size_t)(nb_total * m * n + 1), sizeof(double));
   for (int64_t t = 0; t < nb_total; t++) {
     int64_t idx[ENG_MAX_DIMS], r = t, ao = 0, bo = 0;
@@ -63,7 +57,7 @@ static void check_product(eng_tensor_t *a, eng_tensor_t *b, const int64_t *want_
             eng_shape_str(want_shape, want_nd, w, sizeof w));
   double *av = t_values(a), *bv = t_values(b);
   double *ref = ref_matmul(av, a->shape, a->ndim, bv, b->shape, b->ndim);
-  double err = t_rel_err(c, ref, numel_of(want_shape, want_nd));
+  double err = t_rel_err(c, ref, t_numel(want_shape, want_nd));
   cr_assert(err <= t_tol(want_dt), "%s: %s @ %s: rel err %g > %g", eng_dtype_name(want_dt),
             ENG_SHAPE_STR(a, s), ENG_SHAPE_STR(b, w), err, t_tol(want_dt));
   free(av);

@@ -10,12 +10,6 @@
 static const eng_dtype_t FLOATS[] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
 #define NFLOATS 4
 
-static int64_t numel_of(const int64_t *shape, int ndim) {
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 static void check_close(const eng_tensor_t *y, const double *ref, int64_t n, eng_dtype_t dt,
                         const char *what) {
   cr_assert(eng_tensor_is_contiguous(y), "%s: output not contiguous", what);
@@ -38,9 +32,9 @@ static void check_softmax(eng_tensor_t *x, int64_t dim, int log_out, const char 
   int d = (int)(dim < 0 ? dim + (x->ndim ? x->ndim : 1) : dim);
   int64_t outer = 1, len = 1, inner = 1;
   if (x->ndim) {
-    outer = numel_of(x->shape, d);
+    outer = t_numel(x->shape, d);
     len = x->shape[d];
-    inner = numel_of(x->shape + d + 1, x->ndim - d - 1);
+    inner = t_numel(x->shape + d + 1, x->ndim - d - 1);
   }
   double *v = t_values(x), *ref = malloc(sizeof(double) * (size_t)(outer * len * inner));
   for (int64_t o = 0; o < outer; o++)
@@ -259,7 +253,7 @@ static double ref_cross_entropy(const eng_tensor_t *logits, const eng_tensor_t *
 /* Targets in [0, c), with every `every`-th replaced by `ignore` (every = 0: none). */
 static eng_tensor_t *targets_for(const int64_t *shape, int nd, int64_t c, eng_dtype_t dt,
                                  uint64_t seed, int every, int64_t ignore) {
-  int64_t n = numel_of(shape, nd);
+  int64_t n = t_numel(shape, nd);
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   t_random(v, n, seed, 0, (double)c);
   for (int64_t i = 0; i < n; i++) v[i] = every && i % every == 1 ? (double)ignore : floor(v[i]);

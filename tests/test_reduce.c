@@ -11,12 +11,6 @@
 static const eng_dtype_t FLOATS[] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
 #define NFLOATS 4
 
-static int64_t numel_of(const int64_t *shape, int ndim) {
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 /* The output index of input flat index i when the dims in `mask` are dropped. */
 static int64_t out_index(const int64_t *shape, int nd, unsigned mask, int64_t i) {
   int64_t o = 0, mul = 1;
@@ -33,7 +27,7 @@ static int64_t out_index(const int64_t *shape, int nd, unsigned mask, int64_t i)
 /* Naive reduction of values v of `shape` over the dims in mask; returns n_out values. */
 static double *ref_reduce(eng_reduce_op_t op, const double *v, const int64_t *shape, int nd,
                           unsigned mask, int correction, int64_t *n_out) {
-  int64_t n = numel_of(shape, nd), no = 1;
+  int64_t n = t_numel(shape, nd), no = 1;
   for (int d = 0; d < nd; d++)
     if (!(mask & (1u << d))) no *= shape[d];
   double *sum = calloc((size_t)no + 1, sizeof(double)),
@@ -361,12 +355,12 @@ Test(reduce, errors) {
 
 /* First index of the max of each line along dim (dim < 0: the flattened tensor); NaN wins. */
 static double *ref_argmax(const double *v, const int64_t *shape, int nd, int dim, int64_t *n_out) {
-  int64_t n = numel_of(shape, nd);
+  int64_t n = t_numel(shape, nd);
   int64_t outer = 1, len = n, inner = 1;
   if (dim >= 0) {
-    outer = numel_of(shape, dim);
+    outer = t_numel(shape, dim);
     len = shape[dim];
-    inner = numel_of(shape + dim + 1, nd - dim - 1);
+    inner = t_numel(shape + dim + 1, nd - dim - 1);
   }
   double *out = malloc(sizeof(double) * (size_t)(outer * inner));
   for (int64_t o = 0; o < outer; o++)
@@ -412,7 +406,7 @@ static void check_argmax(eng_tensor_t *x, int64_t dim, int flatten, int keepdim,
 
 /* Small integer values, so that ties happen. */
 static eng_tensor_t *tie_tensor(const int64_t *shape, int nd, eng_dtype_t dt, uint64_t seed) {
-  int64_t n = numel_of(shape, nd);
+  int64_t n = t_numel(shape, nd);
   double *v = malloc(sizeof(double) * (size_t)n);
   t_random(v, n, seed, 0, 4);
   for (int64_t i = 0; i < n; i++) v[i] = floor(v[i]) + (eng_dtype_is_float(dt) ? 0.5 : 0);

@@ -6,22 +6,6 @@
 
 #include "support.h"
 
-static int64_t numel_of(const int64_t *s, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= s[i];
-  return p;
-}
-
-static int64_t flat_of(const int64_t *c, const int64_t *shape, int nd) {
-  int64_t f = 0;
-  for (int d = 0; d < nd; d++) f = f * shape[d] + c[d];
-  return f;
-}
-
-static void coords_of(int64_t f, const int64_t *shape, int nd, int64_t *c) {
-  for (int d = nd - 1; d >= 0; d--) c[d] = f % shape[d], f /= shape[d];
-}
-
 /* Random integers in [0, limit) as doubles. */
 static double *rand_ints(int64_t n, int64_t limit, uint64_t seed) {
   double *v = malloc(sizeof(double) * (size_t)(n + 1));
@@ -41,9 +25,9 @@ static double *ref_index_add(const eng_tensor_t *base, int dim, const double *id
   double *ref = t_values(base), *s = t_values(src);
   int64_t c[ENG_MAX_DIMS];
   for (int64_t f = 0; f < eng_tensor_numel(src); f++) {
-    coords_of(f, src->shape, src->ndim, c);
+    t_coords(f, src->shape, src->ndim, c);
     c[dim] = (int64_t)idx[c[dim]];
-    ref[flat_of(c, base->shape, base->ndim)] += s[f];
+    ref[t_flat_index(c, base->shape, base->ndim)] += s[f];
   }
   free(s);
   return ref;
@@ -55,11 +39,11 @@ static double *ref_scatter_add(const eng_tensor_t *base, int dim, const double *
   double *ref = t_values(base), *s = t_values(src);
   int64_t c[ENG_MAX_DIMS];
   int nd = base->ndim;
-  for (int64_t f = 0; f < numel_of(ishape, nd); f++) {
-    coords_of(f, ishape, nd, c);
-    double v = s[flat_of(c, src->shape, nd)];
+  for (int64_t f = 0; f < t_numel(ishape, nd); f++) {
+    t_coords(f, ishape, nd, c);
+    double v = s[t_flat_index(c, src->shape, nd)];
     c[dim] = (int64_t)idx[f];
-    ref[flat_of(c, base->shape, nd)] += v;
+    ref[t_flat_index(c, base->shape, nd)] += v;
   }
   free(s);
   return ref;
@@ -165,7 +149,7 @@ Test(scatter_add, dims_0_1_and_last_with_smaller_index) {
       int64_t ishape[3] = {3, 4, 5}, sshape[3] = {3, 5, 6};
       ishape[dim] = 7; /* longer than base along dim: repeats */
       sshape[dim] = 8;
-      int64_t ni = numel_of(ishape, 3);
+      int64_t ni = t_numel(ishape, 3);
       double *iv = rand_ints(ni, bshape[dim], 200 + (uint64_t)dim);
       eng_tensor_t *base = rand_data(bshape, 3, dt, 21 + k), *src = rand_data(sshape, 3, dt, 31 + k);
       eng_tensor_t *idx = t_tensor(iv, ishape, 3, k % 2 ? ENG_I64 : ENG_I32), *out = NULL;
