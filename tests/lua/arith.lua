@@ -3,17 +3,7 @@
 local t = require "spec"
 local engine = require "engine"
 
-local function map(list, f)
-  local out = {}
-  for i, v in ipairs(list) do out[i] = type(v) == "table" and map(v, f) or f(v) end
-  return out
-end
-
-local function zip(a, b, f)
-  local out = {}
-  for i = 1, #a do out[i] = type(a[i]) == "table" and zip(a[i], b[i], f) or f(a[i], b[i]) end
-  return out
-end
+local map, zip = t.map, t.zip
 
 local function erf(x) -- Maclaurin series; exact to ~1e-15 for |x| <= 3
   local sum, term, n = 0, x, 0

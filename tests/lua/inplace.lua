@@ -5,17 +5,7 @@ local t = require "spec"
 local engine = require "engine"
 local F = engine.F
 
-local function map(list, f)
-  local out = {}
-  for i, v in ipairs(list) do out[i] = type(v) == "table" and map(v, f) or f(v) end
-  return out
-end
-
-local function zip(a, b, f)
-  local out = {}
-  for i = 1, #a do out[i] = type(a[i]) == "table" and zip(a[i], b[i], f) or f(a[i], b[i]) end
-  return out
-end
+local map, zip = t.map, t.zip
 
 t.case("add_, sub_, mul_, div_ write t, return it, and take numbers and broadcasting tensors", function()
   local x, X = t.random_tensor(engine, {3, 4}, 41, -2, 2)

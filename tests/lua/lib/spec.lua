@@ -59,6 +59,20 @@ local function flat(v, out)
 end
 M.flat = flat
 
+-- f applied to every number of a nested array (tolist() output), keeping its structure.
+function M.map(list, f)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = type(v) == "table" and M.map(v, f) or f(v) end
+  return out
+end
+
+-- f(a_i, b_i) over two nested arrays of the same structure.
+function M.zip(a, b, f)
+  local out = {}
+  for i = 1, #a do out[i] = type(a[i]) == "table" and M.zip(a[i], b[i], f) or f(a[i], b[i]) end
+  return out
+end
+
 -- got and want: numbers or nested arrays of the same structure; |got - want| <= tol * max(1, |want|).
 function M.near(got, want, tol, what)
   local g, w = flat(got), flat(want)
