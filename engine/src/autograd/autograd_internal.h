@@ -112,8 +112,6 @@ eng_status_t eng_ag_mul_scalar(eng_tensor_t *a, double v, eng_tensor_t **out);
 eng_status_t eng_ag_bin(eng_binary_op_t op, eng_tensor_t *a, eng_tensor_t *b, int consume, eng_tensor_t **out);
 /* where(mask, a, 0): keeps a where mask is non-zero. */
 eng_status_t eng_ag_mask(eng_tensor_t *mask, eng_tensor_t *a, eng_tensor_t **out);
-/* x converted to dtype dt (a new reference; x itself when it already is). */
-eng_status_t eng_ag_as(eng_tensor_t *x, eng_dtype_t dt, eng_tensor_t **out);
 /* Zeros of a meta's shape/dtype/device. */
 eng_status_t eng_ag_zeros(const eng_ag_tmeta_t *m, eng_tensor_t **out);
 /* g reshaped back to the shape of a reduction's input over dims (keepdim or not), then expanded. */

@@ -144,14 +144,9 @@ static eng_status_t run_node(eng_ag_node_t *x, capture_t *cap, int retain, node_
     return st;
   }
   if ((st = check_saved(x))) return st;
-  eng_tensor_t *gout[ENG_OP_MAX_OUT + 4] = {0};
-  eng_tensor_t **go = x->n_out <= ENG_OP_MAX_OUT + 4 ? gout : calloc((size_t)x->n_out, sizeof *go);
+  eng_tensor_t *go[ENG_OP_MAX_OUT] = {0}; /* nodes have at most the registry's outputs */
   eng_tensor_t **gin = calloc((size_t)x->n_in, sizeof *gin);
-  if (!go || !gin) {
-    if (go != gout) free(go);
-    free(gin);
-    return eng_error(ENG_ERR_OOM, "backward: out of memory");
-  }
+  if (!gin) return eng_error(ENG_ERR_OOM, "backward: out of memory");
   for (int j = 0; j < x->n_out && !st; j++) {
     go[j] = x->gbuf[j];
     x->gbuf[j] = NULL;
@@ -161,7 +156,6 @@ static eng_status_t run_node(eng_ag_node_t *x, capture_t *cap, int retain, node_
   }
   if (!st) st = x->def ? x->def->fn(x, go, gin) : eng_ag_view_backward(x, go[0], &gin[0]);
   for (int j = 0; j < x->n_out; j++) eng_tensor_release(go[j]);
-  if (go != gout) free(go);
   for (int k = 0; k < x->n_in; k++) {
     eng_ag_node_t *nx = x->next[k].node;
     if (!st && gin[k] && nx) {

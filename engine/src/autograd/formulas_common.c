@@ -29,10 +29,6 @@ eng_status_t eng_ag_mask(eng_tensor_t *mask, eng_tensor_t *a, eng_tensor_t **out
   return st;
 }
 
-eng_status_t eng_ag_as(eng_tensor_t *x, eng_dtype_t dt, eng_tensor_t **out) {
-  return eng_tensor_to_dtype(x, dt, out);
-}
-
 eng_status_t eng_ag_zeros(const eng_ag_tmeta_t *m, eng_tensor_t **out) {
   return eng_tensor_zeros(m->shape, m->ndim, m->dtype, m->device, out);
 }

@@ -30,9 +30,9 @@ static eng_status_t unary_slope(eng_unary_op_t op, eng_tensor_t *x, eng_tensor_t
     st = eng_op_binary(ENG_BINARY_GT, x, zero, &a);
     if (!st) st = eng_op_binary(ENG_BINARY_LT, x, zero, &b);
     eng_tensor_release(zero);
-    if (!st) st = eng_ag_as(a, x->dtype, out);
+    if (!st) st = eng_tensor_to_dtype(a, x->dtype, out);
     eng_tensor_t *neg = NULL;
-    if (!st) st = eng_ag_as(b, x->dtype, &neg);
+    if (!st) st = eng_tensor_to_dtype(b, x->dtype, &neg);
     if (!st) {
       eng_tensor_t *pos = *out;
       st = eng_ag_bin(ENG_BINARY_SUB, pos, neg, 3, out);
@@ -112,7 +112,7 @@ static eng_status_t unary_slope(eng_unary_op_t op, eng_tensor_t *x, eng_tensor_t
     eng_tensor_t *zero;
     if ((st = eng_ag_scalar(x, 0.0, &zero))) return st;
     st = eng_ag_bin(ENG_BINARY_GT, x, zero, 2, &a);
-    if (!st) st = eng_ag_as(a, x->dtype, out), eng_tensor_release(a);
+    if (!st) st = eng_tensor_to_dtype(a, x->dtype, out), eng_tensor_release(a);
     return st;
   }
   case ENG_UNARY_SOFTPLUS:
@@ -146,9 +146,9 @@ static eng_status_t winner_share(eng_binary_op_t win, eng_tensor_t *a, eng_tenso
   eng_status_t st = eng_op_binary(win, a, b, &w);
   if (st) return st;
   st = eng_op_binary(ENG_BINARY_EQ, a, b, &eq);
-  if (!st) st = eng_ag_as(w, dt, &wf);
+  if (!st) st = eng_tensor_to_dtype(w, dt, &wf);
   eng_tensor_release(w);
-  if (!st) st = eng_ag_as(eq, dt, &ef);
+  if (!st) st = eng_tensor_to_dtype(eq, dt, &ef);
   eng_tensor_release(eq);
   if (st) return st;
   st = eng_ag_mul_scalar(ef, 0.5, &half);

@@ -38,7 +38,7 @@ static eng_status_t reduce_bw(eng_ag_node_t *n, eng_tensor_t *const *gout, eng_t
     eng_tensor_t *ye, *hit, *hf, *cnt;
     st = eng_ag_unreduce(y, &n->in_meta[0], &n->attrs, &ye);
     if (!st) st = eng_ag_bin(ENG_BINARY_EQ, x, ye, 2, &hit);
-    if (!st) st = eng_ag_as(hit, g->dtype, &hf), eng_tensor_release(hit);
+    if (!st) st = eng_tensor_to_dtype(hit, g->dtype, &hf), eng_tensor_release(hit);
     if (st) break;
     st = eng_op_reduce(ENG_REDUCE_SUM, hf, n->attrs.i, n->attrs.ni, 1, 0, &cnt);
     if (!st) st = eng_ag_bin(ENG_BINARY_DIV, hf, cnt, 2, &t);
