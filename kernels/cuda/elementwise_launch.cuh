@@ -15,6 +15,7 @@
 // No kernel branches on the layout per element (such branches, invariant across the unrolled
 // body, make the compiler duplicate it many times over). Each thread loads all of its kUnroll
 // packs before it stores any, so an output that is also an input (in place) is read first.
+// All three launch with PDL (cuda/launch.cuh), so a chain of small ops hides its launch gaps.
 #pragma once
 
 #include <stdint.h>
@@ -25,6 +26,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/elementwise.h"
+#include "cuda/launch.cuh"
 
 namespace eng_kc {
 namespace ew {
@@ -130,6 +132,7 @@ struct DensePlan {
 
 template <typename Op, int VEC>
 __global__ void __launch_bounds__(kThreads) dense_kernel(Op op, DensePlan p) {
+  pdl_enter();
   using A = typename Op::In0;
   using B = typename Op::In1;
   using C = typename Op::In2;
@@ -192,6 +195,7 @@ __device__ __forceinline__ Pack<T, VEC> load_row(const RowsPlan &p, int k, uint3
 
 template <typename Op, int VEC>
 __global__ void __launch_bounds__(kThreads) rows_kernel(Op op, RowsPlan p) {
+  pdl_enter();
   using A = typename Op::In0;
   using B = typename Op::In1;
   using C = typename Op::In2;
@@ -239,6 +243,7 @@ template <typename I> struct StridedPlan {
 
 template <typename Op, typename I>
 __global__ void __launch_bounds__(kThreads) strided_kernel(Op op, StridedPlan<I> p) {
+  pdl_enter();
   using A = typename Op::In0;
   using B = typename Op::In1;
   using C = typename Op::In2;
@@ -323,8 +328,7 @@ bool try_dense(const Op &op, const eng_kcuda_ew_geom_t &g, void *out, const void
     *rc = (int)cudaErrorInvalidConfiguration;
     return true;
   }
-  dense_kernel<Op, VEC><<<blocks, kThreads, 0, stream>>>(op, p);
-  *rc = (int)cudaGetLastError();
+  *rc = (int)launch_pdl(dense_kernel<Op, VEC>, blocks, kThreads, 0, stream, op, p);
   return true;
 }
 
@@ -348,8 +352,7 @@ bool try_rows(const Op &op, const eng_kcuda_ew_geom_t &g, void *out, const void 
   p.n = g.n;
   p.head = std::min<int64_t>((VEC - ph) % VEC, g.n);
   p.nvec = (g.n - p.head) / VEC;
-  rows_kernel<Op, VEC><<<blocks_for(p.nvec), kThreads, 0, stream>>>(op, p);
-  *rc = (int)cudaGetLastError();
+  *rc = (int)launch_pdl(rows_kernel<Op, VEC>, blocks_for(p.nvec), kThreads, 0, stream, op, p);
   return true;
 }
 
@@ -367,8 +370,7 @@ int launch_strided(const Op &op, const eng_kcuda_ew_geom_t &g, void *out, const 
   }
   const unsigned blocks = blocks_for(g.n);
   if (!blocks) return (int)cudaErrorInvalidConfiguration;
-  strided_kernel<Op, I><<<blocks, kThreads, 0, stream>>>(op, p);
-  return (int)cudaGetLastError();
+  return (int)launch_pdl(strided_kernel<Op, I>, blocks, kThreads, 0, stream, op, p);
 }
 
 // Runs op over the geometry: out contiguous, in[0 .. kArity-1] as g describes them.
