@@ -24,9 +24,10 @@ using namespace eng_kc;
 constexpr int R = 8;           // rows of a column per thread
 constexpr float kEps = 1e-6f;  // the l2 normalization's epsilon
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kFwdMaxChunk = 32;  // ~15 KB a block at n=v=32: all blocks of the layer resident
+constexpr int kFwdMaxChunk = 32;  // steps staged at once in the forward
 constexpr int kBwdMaxSeg = 64;                 // ckpt_every limit of the backward
 constexpr size_t kFwdSmem = 48 * 1024;         // forward chunk budget (no opt-in needed)
+constexpr size_t kFwdSmSmem = 200 * 1024;      // what the forward blocks of one SM may share
 constexpr size_t kBwdSmem = 74 * 1024;         // backward budget: 3 blocks per SM on H100/H200
 constexpr size_t kMaxSmem = 200 * 1024;        // what the backward may grow to when it must
 constexpr int kMaxThreads = 512;               // n*v/8 threads a block; the backward's ~100
@@ -118,77 +119,166 @@ __device__ __forceinline__ int64_t row_of(const Params &p, int b, int t, int h) 
   return ((int64_t)b * p.T + t) * p.H + h;
 }
 
+// PW consecutive elements at src as f32: one 16-byte load when PW fills 16 bytes (the caller
+// checked the alignment), else one element.
+template <typename T, int PW> __device__ __forceinline__ void load_piece(const T *src, float (&x)[PW]) {
+  if constexpr (PW * sizeof(T) == 16) {
+    const uint4 raw = *reinterpret_cast<const uint4 *>(src);
+    const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+    for (int w = 0; w < PW; w++) x[w] = load(e + w);
+  } else {
+#pragma unroll
+    for (int w = 0; w < PW; w++) x[w] = load(src + w);
+  }
+}
+
+// Elements first .. first+count-1 of a row of N values of q or k into dst (the row's place in
+// shared memory), normalized in place when l2; the G lanes of a group (consecutive, G a power of
+// two) share a row and sum its squares by shuffles, so every lane of the warp calls this, active
+// or not. The group's first lane writes the norm to *norm when given.
+template <typename T, int PW>
+__device__ __forceinline__ void stage_row(const T *src, float *dst, int first, int count,
+                                          bool active, int G, bool l2, float *norm) {
+  float ss = 0.f;
+  if (active) {
+#pragma unroll 1  // unrolled, the whole row would stay in registers (and cost occupancy)
+    for (int i = first; i < first + count; i += PW) {
+      float x[PW];
+      load_piece<T, PW>(src + i, x);
+#pragma unroll
+      for (int w = 0; w < PW; w++) {
+        ss = fmaf(x[w], x[w], ss);
+        dst[i + w] = x[w];
+      }
+    }
+  }
+  for (int m = 1; m < G; m <<= 1) ss += __shfl_xor_sync(kFull, ss, m);
+  if (!l2 || !active) return;
+  const float nrm = sqrtf(ss), inv = 1.f / (nrm + kEps);
+  float4 *d4 = reinterpret_cast<float4 *>(dst + first);
+#pragma unroll 4
+  for (int i = 0; i < count / 4; i++) {
+    float4 x = d4[i];
+    x.x *= inv, x.y *= inv, x.z *= inv, x.w *= inv;
+    d4[i] = x;
+  }
+  if (norm && threadIdx.x % G == 0) *norm = nrm;
+}
+
+// Pieces of PW columns of v, g and dy (rows of len steps from row0, columns col0 .. col0+Vb-1),
+// a thread per piece; see stage() for what goes into gf and dyf.
+template <typename T, int PW>
+__device__ void stage_columns(const Params &p, int64_t row0, int len, int col0, int Vb,
+                              float *vf, float *gf, float *dyf) {
+  const int per_row = Vb / PW;
+  for (int e = threadIdx.x; e < len * per_row; e += blockDim.x) {
+    const int u = e / per_row, jj = (e - u * per_row) * PW;
+    const int64_t at = (row0 + (int64_t)u * p.H) * p.V + col0 + jj;
+    float v[PW], g[PW], d[PW];
+    load_piece<T, PW>((const T *)p.v + at, v);
+    if (p.gate) load_piece<T, PW>((const T *)p.g + at, g);
+    if (dyf) load_piece<T, PW>((const T *)p.dy + at, d);
+    float *vo = vf + u * Vb + jj, *go = gf + u * Vb + jj, *dyo = dyf + u * Vb + jj;
+#pragma unroll
+    for (int w = 0; w < PW; w++) {
+      vo[w] = v[w];
+      const float x = p.gate ? g[w] : 0.f, sg = sigmoidf_(x), silu = x * sg;
+      if (!dyf) {
+        if (p.gate) go[w] = silu;
+        continue;
+      }
+      dyo[w] = p.gate ? d[w] * silu : d[w];
+      if (p.gate) go[w] = d[w] * fmaf(silu, 1.f - sg, sg);
+    }
+  }
+}
+
 // Stages steps t0 .. t0+len-1 of (b, h): q, k into qf, kf [len][N] (normalized when l2, with the
 // norms into qn, kn when given), columns col0 .. col0+Vb-1 of v into vf [len][Vb], decay into df
-// [len], and per element of g and dy [len][Vb]: for the forward gf = silu(g); for the backward (dyf given) the gate's factors
-// dyf = dy * silu(g) (the gradient reaching o; dy without a gate) and gf = dy * silu'(g) (times
-// o it is dg), so that the walk back computes no sigmoid. Ends with a barrier.
+// [len], and per element of g and dy [len][Vb]: for the forward gf = silu(g); for the backward
+// (dyf given) the gate's factors dyf = dy * silu(g) (the gradient reaching o; dy without a gate)
+// and gf = dy * silu'(g) (times o it is dg), so that the walk back computes no sigmoid. A thread
+// per row of q or k and per 16 bytes of v, g, dy (element by element where the pointers or the
+// row length are not 16-byte aligned). Ends with a barrier.
 template <typename T, int N>
 __device__ void stage(const Params &p, int b, int h, int t0, int len, int col0, int Vb,
                       float *qf, float *kf, float *qn, float *kn, float *vf, float *gf,
                       float *dyf, float *df) {
-  const int tid = threadIdx.x, nt = blockDim.x, V = p.V;
-  const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v, *g = (const T *)p.g,
-          *dy = (const T *)p.dy, *dec = (const T *)p.decay;
-  for (int e = tid; e < len * N; e += nt) {
-    const int u = e / N, i = e % N;
-    const int64_t at = row_of(p, b, t0 + u, h) * N + i;
-    qf[e] = load(q + at);
-    kf[e] = load(k + at);
+  constexpr int W = 16 / sizeof(T);  // elements in 16 bytes
+  static_assert(N % W == 0, "a row of q or k is whole 16-byte pieces");
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int64_t row0 = row_of(p, b, t0, h);  // the row of step t0 + u is row0 + u * H
+  const bool rows_vec = (((uintptr_t)p.q | (uintptr_t)p.k) & 15) == 0;
+  // G lanes a row (up to one 16-byte piece each) when there are more threads than rows
+  int G = 1;
+  while (2 * G <= N / W && 2 * len * 2 * G <= nt) G *= 2;
+  const int count = N / G;
+  for (int base = 0; base < 2 * len; base += nt / G) {
+    const int r = base + tid / G, first = (tid % G) * count;
+    const bool active = r < 2 * len, isk = r < len;
+    const int u = isk ? r : r - len;
+    const T *src = (const T *)(isk ? p.k : p.q) + (row0 + (int64_t)u * p.H) * N;
+    float *dst = (isk ? kf : qf) + u * N, *norm = isk ? (kn ? kn + u : nullptr) : (qn ? qn + u : nullptr);
+    if (rows_vec) stage_row<T, W>(src, dst, first, count, active, G, p.l2, norm);
+    else stage_row<T, 1>(src, dst, first, count, active, G, p.l2, norm);
   }
-  for (int e = tid; e < len * Vb; e += nt) {
-    const int u = e / Vb, jj = e - u * Vb;
-    const int64_t at = row_of(p, b, t0 + u, h) * V + col0 + jj;
-    vf[e] = load(v + at);
-    const float x = p.gate ? load(g + at) : 0.f, sg = sigmoidf_(x), silu = x * sg;
-    if (!dyf) {
-      if (p.gate) gf[e] = silu;
-      continue;
-    }
-    const float d = load(dy + at);
-    dyf[e] = p.gate ? d * silu : d;
-    if (p.gate) gf[e] = d * fmaf(silu, 1.f - sg, sg);
-  }
-  for (int u = tid; u < len; u += nt) df[u] = load(dec + row_of(p, b, t0 + u, h));
-  __syncthreads();
-  if (!p.l2) return;
-  // one warp per row: the norm, then the row scaled in place
-  const int lane = tid & 31, warp = tid >> 5, nwarps = nt >> 5;
-  for (int r = warp; r < 2 * len; r += nwarps) {
-    float *row = r < len ? kf + r * N : qf + (r - len) * N;
-    const float a = lane < N ? row[lane] : 0.f, c = lane + 32 < N ? row[lane + 32] : 0.f;
-    const float norm = sqrtf(warp_sum(a * a + c * c)), inv = 1.f / (norm + kEps);
-    if (lane < N) row[lane] = a * inv;
-    if (lane + 32 < N) row[lane + 32] = c * inv;
-    if (lane == 0 && kn) (r < len ? kn[r] : qn[r - len]) = norm;
-  }
+  const bool cols_vec = Vb % W == 0 && (p.V * sizeof(T)) % 16 == 0 &&
+                        (((uintptr_t)p.v | (uintptr_t)p.g | (uintptr_t)p.dy) & 15) == 0;
+  if (cols_vec) stage_columns<T, W>(p, row0, len, col0, Vb, vf, gf, dyf);
+  else stage_columns<T, 1>(p, row0, len, col0, Vb, vf, gf, dyf);
+  const T *dec = (const T *)p.decay;
+  for (int u = tid; u < len; u += nt) df[u] = load(dec + row0 + (int64_t)u * p.H);
   __syncthreads();
 }
 
 // ---------------- forward ----------------
 
+// A chunk's y [len][Vb] from shared memory to y, a thread per PW columns of a row (16 bytes).
+template <typename T, int PW>
+__device__ void store_y(const Params &p, int64_t row0, int len, int col0, int Vb, const float *yf) {
+  const int per_row = Vb / PW;
+  for (int e = threadIdx.x; e < len * per_row; e += blockDim.x) {
+    const int u = e / per_row, jj = (e - u * per_row) * PW;
+    T out[PW];
+#pragma unroll
+    for (int w = 0; w < PW; w++) store(out + w, yf[u * Vb + jj + w]);
+    T *dst = (T *)p.y + (row0 + (int64_t)u * p.H) * p.V + col0 + jj;
+    if constexpr (PW * sizeof(T) == 16) *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(out);
+    else {
+#pragma unroll
+      for (int w = 0; w < PW; w++) dst[w] = out[w];
+    }
+  }
+}
+
 template <typename T, int N>
 __global__ void e88_forward_kernel(Params p) {
   constexpr bool FAST = !std::is_same<T, float>::value;
+  constexpr int W = 16 / sizeof(T);
   const Place<N> pl(p.H, p.splits);
   const int V = p.V, L = p.L, Vb = pl.Vb;
   extern __shared__ float4 smem4[];
   float *kf = reinterpret_cast<float *>(smem4), *qf = kf + L * N, *vf = qf + L * N,
         *gf = vf + L * Vb, *yf = gf + L * Vb, *df = yf + L * Vb;
   const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
+  const bool y_vec = Vb % W == 0 && (V * sizeof(T)) % 16 == 0 && ((uintptr_t)p.y & 15) == 0;
   float s[R];
 #pragma unroll
   for (int r = 0; r < R; r++) s[r] = p.S0 ? p.S0[sbase + (int64_t)r * V] : 0.f;
 
+  // the next checkpoint: its step and where it goes (a counter, not t % C: that is a division)
+  int next_ck = 0;
+  float *ck = p.ckpt ? p.ckpt + (int64_t)pl.bh * p.nck * N * V + (int64_t)pl.i0 * V + pl.j : nullptr;
   for (int t0 = 0; t0 < p.T; t0 += L) {
     const int len = min(L, p.T - t0);
     stage<T, N>(p, pl.b, pl.h, t0, len, pl.col0, Vb, qf, kf, nullptr, nullptr, vf, gf, nullptr, df);
     for (int u = 0; u < len; u++) {
-      const int t = t0 + u;
-      if (p.ckpt && t % p.C == 0) {
-        float *c = p.ckpt + ((int64_t)pl.bh * p.nck + t / p.C) * N * V + (int64_t)pl.i0 * V + pl.j;
+      if (ck && t0 + u == next_ck) {
 #pragma unroll
-        for (int r = 0; r < R; r++) c[(int64_t)r * V] = s[r];
+        for (int r = 0; r < R; r++) ck[(int64_t)r * V] = s[r];
+        ck += (int64_t)N * V;
+        next_ck += p.C;
       }
       float kh[R], qh[R];
       load8(kf + u * N + pl.i0, kh);
@@ -200,11 +290,8 @@ __global__ void e88_forward_kernel(Params p) {
       if (pl.rg == 0) yf[u * Vb + pl.jl] = p.gate ? o * gf[u * Vb + pl.jl] : o;
     }
     __syncthreads();
-    T *y = (T *)p.y;
-    for (int e = pl.tid; e < len * Vb; e += blockDim.x) {
-      const int u = e / Vb, jj = e - u * Vb;
-      store(y + row_of(p, pl.b, t0 + u, pl.h) * V + pl.col0 + jj, yf[e]);
-    }
+    if (y_vec) store_y<T, W>(p, row_of(p, pl.b, t0, pl.h), len, pl.col0, Vb, yf);
+    else store_y<T, 1>(p, row_of(p, pl.b, t0, pl.h), len, pl.col0, Vb, yf);
     // the next chunk's staging rewrites only kf..gf, df; yf is rewritten after its barriers
   }
   if (p.S_T) {
@@ -216,19 +303,22 @@ __global__ void e88_forward_kernel(Params p) {
 // ---------------- backward ----------------
 
 // Reduce-scatter of 16 values over the CW lanes of a row group: afterwards lane c holds in
-// a[0 .. 16/CW) the sums of values c*16/CW ...
+// a[0 .. 16/CW) the sums of values c*16/CW ... One level per template instance, so every index
+// into a[] is a compile-time constant (as a runtime loop, nvcc kept a[] in registers picked by
+// predicated moves: a third of the backward's instructions).
+template <int M, int HALF> __device__ __forceinline__ void reduce_scatter_level(float (&a)[2 * R], int lane) {
+  const bool upper = (lane & M) != 0;
+#pragma unroll
+  for (int x = 0; x < HALF; x++) {
+    const float send = upper ? a[x] : a[x + HALF], keep = upper ? a[x + HALF] : a[x];
+    a[x] = keep + __shfl_xor_sync(kFull, send, M);
+  }
+  if constexpr (M > 1) reduce_scatter_level<M / 2, HALF / 2>(a, lane);
+}
+
 template <int N> __device__ __forceinline__ void reduce_scatter(float (&a)[2 * R], int lane) {
   constexpr int CW = Geo<N>::CW;
-#pragma unroll
-  for (int lvl = 0; (CW >> (lvl + 1)) >= 1; lvl++) {
-    const int m = CW >> (lvl + 1), half = R >> lvl;
-    const bool upper = (lane & m) != 0;
-#pragma unroll
-    for (int x = 0; x < half; x++) {
-      const float send = upper ? a[x] : a[x + half], keep = upper ? a[x + half] : a[x];
-      a[x] = keep + __shfl_xor_sync(kFull, send, m);
-    }
-  }
+  if constexpr (CW > 1) reduce_scatter_level<CW / 2, R>(a, lane);
 }
 
 // The backward's shared memory, in floats, for chunks of Lb steps and segments of C.
@@ -272,6 +362,8 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
   float dS[R];
 #pragma unroll
   for (int r = 0; r < R; r++) dS[r] = p.dS_T ? p.dS_T[sbase + (int64_t)r * V] : 0.f;
+  // element (b, t, h, j) of dv and dg is at0 + t * step_elems
+  const int64_t at0 = row_of(p, pl.b, 0, pl.h) * V + pl.j, step_elems = (int64_t)p.H * V;
 
   for (int seg = p.nck - 1; seg >= 0; seg--) {
     const int t0 = seg * C, t1 = min(t0 + C, p.T);
@@ -341,7 +433,7 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
           dS[r] = fmaf(dec, dP[r], -kh[r] * ddl);
         }
         if (pl.rg == 0) {
-          const int64_t at = row_of(p, pl.b, t, pl.h) * V + pl.j;
+          const int64_t at = at0 + (int64_t)t * step_elems;
           store(dv + at, ddl);
           if (p.gate) store(dg + at, dgj);
         }
@@ -405,11 +497,19 @@ template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t s
   p.splits = p.V % (2 * CW) == 0 ? 2 : 1;
   const int Vb = p.V / p.splits, nthreads = Vb * N / R;
   const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * Vb + 1);
-  int L = (int)(kFwdSmem / per_step);
+  // The chunk is as long as the shared memory of all the blocks an SM must hold at once allows
+  // (a block that does not fit makes a second wave, which doubles the time).
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1) sms = 1;
+  const long grid = (long)p.B * p.H * p.splits, per_sm = (grid + sms - 1) / sms;
+  const size_t share = kFwdSmSmem / (size_t)per_sm;
+  const size_t budget = share < kFwdSmem ? share : kFwdSmem;
+  int L = (int)(budget / per_step);
   L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
   if (p.T > 0 && L > p.T) L = p.T;
   p.L = L;
-  e88_forward_kernel<T, N><<<p.B * p.H * p.splits, nthreads, per_step * (size_t)L, st>>>(p);
+  e88_forward_kernel<T, N><<<(unsigned)grid, nthreads, per_step * (size_t)L, st>>>(p);
   return (int)cudaGetLastError();
 }
 
