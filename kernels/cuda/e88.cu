@@ -24,10 +24,9 @@ using namespace eng_kc;
 constexpr int R = 8;           // rows of a column per thread
 constexpr float kEps = 1e-6f;  // the l2 normalization's epsilon
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kFwdMaxChunk = 32;  // steps staged at once in the forward
+constexpr int kFwdMaxChunk = 32;  // ~15 KB a block at n=v=32: all blocks of the layer resident
 constexpr int kBwdMaxSeg = 64;                 // ckpt_every limit of the backward
 constexpr size_t kFwdSmem = 48 * 1024;         // forward chunk budget (no opt-in needed)
-constexpr size_t kFwdSmSmem = 200 * 1024;      // what the forward blocks of one SM may share
 constexpr size_t kBwdSmem = 74 * 1024;         // backward budget: 3 blocks per SM on H100/H200
 constexpr size_t kMaxSmem = 200 * 1024;        // what the backward may grow to when it must
 constexpr int kMaxThreads = 512;               // n*v/8 threads a block; the backward's ~100
@@ -133,37 +132,31 @@ template <typename T, int PW> __device__ __forceinline__ void load_piece(const T
   }
 }
 
-// Elements first .. first+count-1 of a row of N values of q or k into dst (the row's place in
-// shared memory), normalized in place when l2; the G lanes of a group (consecutive, G a power of
-// two) share a row and sum its squares by shuffles, so every lane of the warp calls this, active
-// or not. The group's first lane writes the norm to *norm when given.
-template <typename T, int PW>
-__device__ __forceinline__ void stage_row(const T *src, float *dst, int first, int count,
-                                          bool active, int G, bool l2, float *norm) {
+// A thread's row of N values of q or k into dst, normalized in place when l2 (its norm into
+// *norm when given).
+template <typename T, int N, int PW>
+__device__ __forceinline__ void stage_row(const T *src, float *dst, bool l2, float *norm) {
   float ss = 0.f;
-  if (active) {
 #pragma unroll 1  // unrolled, the whole row would stay in registers (and cost occupancy)
-    for (int i = first; i < first + count; i += PW) {
-      float x[PW];
-      load_piece<T, PW>(src + i, x);
+  for (int i = 0; i < N; i += PW) {
+    float x[PW];
+    load_piece<T, PW>(src + i, x);
 #pragma unroll
-      for (int w = 0; w < PW; w++) {
-        ss = fmaf(x[w], x[w], ss);
-        dst[i + w] = x[w];
-      }
+    for (int w = 0; w < PW; w++) {
+      ss = fmaf(x[w], x[w], ss);
+      dst[i + w] = x[w];
     }
   }
-  for (int m = 1; m < G; m <<= 1) ss += __shfl_xor_sync(kFull, ss, m);
-  if (!l2 || !active) return;
+  if (!l2) return;
   const float nrm = sqrtf(ss), inv = 1.f / (nrm + kEps);
-  float4 *d4 = reinterpret_cast<float4 *>(dst + first);
+  float4 *d4 = reinterpret_cast<float4 *>(dst);
 #pragma unroll 4
-  for (int i = 0; i < count / 4; i++) {
+  for (int i = 0; i < N / 4; i++) {
     float4 x = d4[i];
     x.x *= inv, x.y *= inv, x.z *= inv, x.w *= inv;
     d4[i] = x;
   }
-  if (norm && threadIdx.x % G == 0) *norm = nrm;
+  if (norm) *norm = nrm;
 }
 
 // Pieces of PW columns of v, g and dy (rows of len steps from row0, columns col0 .. col0+Vb-1),
@@ -210,18 +203,13 @@ __device__ void stage(const Params &p, int b, int h, int t0, int len, int col0, 
   const int tid = threadIdx.x, nt = blockDim.x;
   const int64_t row0 = row_of(p, b, t0, h);  // the row of step t0 + u is row0 + u * H
   const bool rows_vec = (((uintptr_t)p.q | (uintptr_t)p.k) & 15) == 0;
-  // G lanes a row (up to one 16-byte piece each) when there are more threads than rows
-  int G = 1;
-  while (2 * G <= N / W && 2 * len * 2 * G <= nt) G *= 2;
-  const int count = N / G;
-  for (int base = 0; base < 2 * len; base += nt / G) {
-    const int r = base + tid / G, first = (tid % G) * count;
-    const bool active = r < 2 * len, isk = r < len;
+  for (int r = tid; r < 2 * len; r += nt) {
+    const bool isk = r < len;
     const int u = isk ? r : r - len;
     const T *src = (const T *)(isk ? p.k : p.q) + (row0 + (int64_t)u * p.H) * N;
     float *dst = (isk ? kf : qf) + u * N, *norm = isk ? (kn ? kn + u : nullptr) : (qn ? qn + u : nullptr);
-    if (rows_vec) stage_row<T, W>(src, dst, first, count, active, G, p.l2, norm);
-    else stage_row<T, 1>(src, dst, first, count, active, G, p.l2, norm);
+    if (rows_vec) stage_row<T, N, W>(src, dst, p.l2, norm);
+    else stage_row<T, N, 1>(src, dst, p.l2, norm);
   }
   const bool cols_vec = Vb % W == 0 && (p.V * sizeof(T)) % 16 == 0 &&
                         (((uintptr_t)p.v | (uintptr_t)p.g | (uintptr_t)p.dy) & 15) == 0;
@@ -234,35 +222,15 @@ __device__ void stage(const Params &p, int b, int h, int t0, int len, int col0, 
 
 // ---------------- forward ----------------
 
-// A chunk's y [len][Vb] from shared memory to y, a thread per PW columns of a row (16 bytes).
-template <typename T, int PW>
-__device__ void store_y(const Params &p, int64_t row0, int len, int col0, int Vb, const float *yf) {
-  const int per_row = Vb / PW;
-  for (int e = threadIdx.x; e < len * per_row; e += blockDim.x) {
-    const int u = e / per_row, jj = (e - u * per_row) * PW;
-    T out[PW];
-#pragma unroll
-    for (int w = 0; w < PW; w++) store(out + w, yf[u * Vb + jj + w]);
-    T *dst = (T *)p.y + (row0 + (int64_t)u * p.H) * p.V + col0 + jj;
-    if constexpr (PW * sizeof(T) == 16) *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(out);
-    else {
-#pragma unroll
-      for (int w = 0; w < PW; w++) dst[w] = out[w];
-    }
-  }
-}
-
 template <typename T, int N>
 __global__ void e88_forward_kernel(Params p) {
   constexpr bool FAST = !std::is_same<T, float>::value;
-  constexpr int W = 16 / sizeof(T);
   const Place<N> pl(p.H, p.splits);
   const int V = p.V, L = p.L, Vb = pl.Vb;
   extern __shared__ float4 smem4[];
   float *kf = reinterpret_cast<float *>(smem4), *qf = kf + L * N, *vf = qf + L * N,
         *gf = vf + L * Vb, *yf = gf + L * Vb, *df = yf + L * Vb;
   const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
-  const bool y_vec = Vb % W == 0 && (V * sizeof(T)) % 16 == 0 && ((uintptr_t)p.y & 15) == 0;
   float s[R];
 #pragma unroll
   for (int r = 0; r < R; r++) s[r] = p.S0 ? p.S0[sbase + (int64_t)r * V] : 0.f;
@@ -290,8 +258,11 @@ __global__ void e88_forward_kernel(Params p) {
       if (pl.rg == 0) yf[u * Vb + pl.jl] = p.gate ? o * gf[u * Vb + pl.jl] : o;
     }
     __syncthreads();
-    if (y_vec) store_y<T, W>(p, row_of(p, pl.b, t0, pl.h), len, pl.col0, Vb, yf);
-    else store_y<T, 1>(p, row_of(p, pl.b, t0, pl.h), len, pl.col0, Vb, yf);
+    T *y = (T *)p.y;
+    for (int e = pl.tid; e < len * Vb; e += blockDim.x) {
+      const int u = e / Vb, jj = e - u * Vb;
+      store(y + row_of(p, pl.b, t0 + u, pl.h) * V + pl.col0 + jj, yf[e]);
+    }
     // the next chunk's staging rewrites only kf..gf, df; yf is rewritten after its barriers
   }
   if (p.S_T) {
@@ -497,19 +468,11 @@ template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t s
   p.splits = p.V % (2 * CW) == 0 ? 2 : 1;
   const int Vb = p.V / p.splits, nthreads = Vb * N / R;
   const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * Vb + 1);
-  // The chunk is as long as the shared memory of all the blocks an SM must hold at once allows
-  // (a block that does not fit makes a second wave, which doubles the time).
-  int dev = 0, sms = 0;
-  cudaGetDevice(&dev);
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1) sms = 1;
-  const long grid = (long)p.B * p.H * p.splits, per_sm = (grid + sms - 1) / sms;
-  const size_t share = kFwdSmSmem / (size_t)per_sm;
-  const size_t budget = share < kFwdSmem ? share : kFwdSmem;
-  int L = (int)(budget / per_step);
+  int L = (int)(kFwdSmem / per_step);
   L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
   if (p.T > 0 && L > p.T) L = p.T;
   p.L = L;
-  e88_forward_kernel<T, N><<<(unsigned)grid, nthreads, per_step * (size_t)L, st>>>(p);
+  e88_forward_kernel<T, N><<<p.B * p.H * p.splits, nthreads, per_step * (size_t)L, st>>>(p);
   return (int)cudaGetLastError();
 }
 
