@@ -71,6 +71,16 @@ Test(cuda_e1, odd_shapes_and_dtypes) {
   check(200, 3, 24, ENG_BF16, 1, 1, 0); /* more batch rows than SMs */
 }
 
+/* The tensor-core kernels (16-bit values, d = 256, 512, 768, 1024) where the shapes above leave
+ * them out: f16 (forward only; its backward keeps the f32-state kernel), the 16-CTA tiling of
+ * d = 1024, and a last batch group of 8 with only 4 rows (B = 100, d = 256). */
+Test(cuda_e1, tensor_core_paths) {
+  SKIP_WITHOUT_GPU();
+  check(3, 17, 512, ENG_F16, 1, 1, 0);
+  check(4, 32, 1024, ENG_BF16, 1, 1, 0);
+  check(100, 5, 256, ENG_BF16, 1, 0, 0);
+}
+
 Test(cuda_e1, long_sequences_stay_finite) {
   SKIP_WITHOUT_GPU();
   check(2, 4096, 256, ENG_BF16, 1, 1, 0);

@@ -3,23 +3,28 @@
 // products with the BG state vectors of its batch group; lane g finishes batch row g. The per-step
 // inputs (xw, z; or z, dy, h) are prefetched one step ahead: each thread loads a few into
 // registers before a step's dot products and parks them in shared memory after them, so no
-// global-memory latency sits on the chain.
+// global-memory latency sits on the chain. For 16-bit values and the widths of e1_mma.cuh the
+// per-step product runs on tensor cores instead (e1_fwd_tc, e1_bwd_tc).
+#include <type_traits>
+
 #include "cuda/e1.h"
 #include "cuda/e1_cluster.cuh"
+#include "cuda/e1_mma.cuh"
 
 namespace {
 
 using namespace eng_kc;
 using namespace eng_kc::es;
 
+// bg: batch rows per cluster for the tensor-core kernels (the others take it as BG).
 template <typename T> struct Fwd {
-  int64_t B, nt, d, R;
+  int64_t B, nt, d, R, bg;
   const T *xw, *z, *W, *b, *h0;
   T *y, *hT, *hs;
 };
 
 template <typename T> struct Bwd {
-  int64_t B, nt, d, R;
+  int64_t B, nt, d, R, bg;
   const T *z, *W, *hs, *dy, *dhT;
   T *dxw, *dz, *dh0;
 };
@@ -231,6 +236,141 @@ __global__ void __launch_bounds__(kThreads) e1_bwd(Bwd<T> p) {
   }
 }
 
+// The forward with the per-step product on tensor cores (tc::Step). Thread q finishes slice rows
+// (r, r + 1), r = 2 (q % (R / 2)), of batch row gb + q / (R / 2). Only h's exchange sits before
+// the cluster barrier's arrive; the global stores, y's gate and the loads of the next step's xw and
+// z (needed after its product) go between arrive and wait.
+template <typename T, int MT, int KS, int NW>
+__global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
+  using S = tc::Step<T, MT, KS, NW>;
+  constexpr int R = S::R;
+  constexpr int64_t d = S::D;
+  extern __shared__ __align__(128) unsigned char tc_smem[];
+  int rank, cs, group;
+  cluster_pos<true>(&rank, &cs, &group);
+  if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
+  const int64_t r0 = (int64_t)rank * R, gb = (int64_t)group * p.bg;
+  S st(tc_smem);
+  int64_t unit;
+  const T *Ws = stage_rows<T, true>(tc_smem, tc::hb_bytes(d), p.W, d, r0, r0 + R, false, &unit);
+  st.init_state(p.h0, gb, p.bg, p.B);
+  __syncthreads();
+  st.load_a(Ws);
+  const int n = (int)threadIdx.x / (R / 2), r = 2 * ((int)threadIdx.x % (R / 2));
+  const bool fin = n < p.bg && gb + n < p.B;
+  const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;  // + t d: step t's (r, r + 1)
+  float bias[2] = {}, xb[2] = {}, zt[2] = {};  // b; step t's xw + b and z
+  auto fetch = [&](int64_t t) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      xb[k] = load(p.xw + base + t * d + k) + bias[k];
+      zt[k] = load(p.z + base + t * d + k);
+    }
+  };
+  if (fin) {
+    bias[0] = load(p.b + c), bias[1] = load(p.b + c + 1);
+    fetch(0);
+  }
+  sync_all<true>();  // every CTA's state initialized, every slice in registers (red reuses Ws)
+  for (int64_t t = 0; t < p.nt; t++) {
+    const int buf = (int)(t & 1);
+    st.product(buf);
+    __syncthreads();
+    float h[2] = {};
+    if (fin) {
+      const float2 s = st.sum(n, r);
+      h[0] = tanhf(s.x + xb[0]), h[1] = tanhf(s.y + xb[1]);
+      st.put(buf ^ 1, n, c, h[0], h[1]);
+    }
+    cluster_arrive();
+    if (fin) {
+      const int64_t at = base + t * d;
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        store(p.hs + at + k, h[k]);
+        store(p.y + at + k, h[k] * zt[k] * sigmoid(zt[k]));
+        if (t == p.nt - 1) store(p.hT + (gb + n) * d + c + k, h[k]);
+      }
+      if (t + 1 < p.nt) fetch(t + 1);
+    }
+    cluster_wait();
+  }
+}
+
+// The backward's sequential part on tensor cores: e1_bwd's steps with the product of tc::Step on
+// W^T's slice and dpre's hi and lo parts, the barrier split as in e1_fwd_tc.
+template <typename T, int MT, int KS, int NW>
+__global__ void __launch_bounds__(NW * 32) e1_bwd_tc(Bwd<T> p) {
+  using S = tc::Step<T, MT, KS, NW>;
+  constexpr int R = S::R;
+  constexpr int64_t d = S::D;
+  extern __shared__ __align__(128) unsigned char tc_smem[];
+  int rank, cs, group;
+  cluster_pos<true>(&rank, &cs, &group);
+  if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
+  const int64_t r0 = (int64_t)rank * R, gb = (int64_t)group * p.bg;
+  S st(tc_smem);
+  int64_t unit;
+  const T *Ws = stage_rows<T, true>(tc_smem, tc::hb_bytes(d), p.W, d, r0, r0 + R, true, &unit);
+  st.init_state(nullptr, gb, p.bg, p.B);
+  __syncthreads();
+  st.load_a(Ws);
+  const int n = (int)threadIdx.x / (R / 2), r = 2 * ((int)threadIdx.x % (R / 2));
+  const bool fin = n < p.bg && gb + n < p.B;
+  const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
+  float zv[2] = {}, gy[2] = {}, h[2] = {}, carry[2] = {};  // step t's z, dy, h; the carry into h_t
+  auto fetch = [&](int64_t t) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      zv[k] = load(p.z + base + t * d + k);
+      gy[k] = load(p.dy + base + t * d + k);
+      h[k] = load(p.hs + base + t * d + k);
+    }
+  };
+  if (fin) {
+    fetch(p.nt - 1);
+    for (int k = 0; k < 2 && p.dhT; k++) carry[k] = load(p.dhT + (gb + n) * d + c + k);
+  }
+  sync_all<true>();
+  for (int64_t s = 0; s <= p.nt; s++) {
+    const int64_t t = p.nt - 1 - s;
+    const int buf = (int)(s & 1);
+    if (s > 0) {  // step 0's carry is dh_T
+      st.product(buf);
+      __syncthreads();
+    }
+    float dpre[2] = {}, sg[2] = {};
+    if (fin) {
+      if (s > 0) {
+        const float2 sm = st.sum(n, r);
+        carry[0] = sm.x, carry[1] = sm.y;
+      }
+      if (t >= 0) {
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+          sg[k] = sigmoid(zv[k]);
+          dpre[k] = (gy[k] * zv[k] * sg[k] + carry[k]) * (1.f - h[k] * h[k]);
+        }
+        st.put(buf ^ 1, n, c, dpre[0], dpre[1]);
+      }
+    }
+    cluster_arrive();
+    if (fin && t < 0) {
+      store(p.dh0 + (gb + n) * d + c, carry[0]);
+      store(p.dh0 + (gb + n) * d + c + 1, carry[1]);
+    } else if (fin) {
+      const int64_t at = base + t * d;
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        store(p.dxw + at + k, dpre[k]);
+        store(p.dz + at + k, gy[k] * h[k] * sg[k] * (1.f + zv[k] * (1.f - sg[k])));
+      }
+      if (t >= 1) fetch(t - 1);
+    }
+    cluster_wait();
+  }
+}
+
 template <typename T>
 __global__ void seq_shift(int64_t B, int64_t nt, int64_t d, const T *hs, const T *h0, T *out) {
   const int64_t n = B * nt * d;
@@ -254,38 +394,71 @@ template <typename T> Plan fallback_plan(int64_t B, int64_t d, int na, const Dev
 
 // na: the per-step input arrays the kernel prefetches (2 forward, 3 backward).
 template <typename T>
-cudaError_t plan_for(int64_t B, int64_t d, int na, Plan *pl, DeviceInfo *info) {
+cudaError_t plan_for(int64_t B, int64_t d, int na, const DeviceInfo &info, Plan *pl) {
   using A = acc_t<T>;
-  cudaError_t e = device_info(info);
-  if (e) return e;
-  if (sizeof(T) <= 4 && info->smem_optin > 0) {
+  if (sizeof(T) <= 4 && info.smem_optin > 0) {
     for (int cs : {8, 16}) {
       const int64_t R = (d + cs - 1) / cs;
-      const int bg = pick_bg(B, cs, info->sms);
+      const int bg = pick_bg(B, cs, info.sms);
       for (int g = bg; g >= 1; g /= 2) {
         const size_t smem = 2 * (size_t)g * d * sizeof(A) + stage_bytes(g, R, na, sizeof(A)) +
                             (size_t)R * d * sizeof(T);
-        if (smem <= (size_t)info->smem_optin) {
+        if (smem <= (size_t)info.smem_optin) {
           *pl = Plan{true, cs, g, R, smem, d % (16 / (int64_t)sizeof(T)) == 0};
           return cudaSuccess;
         }
       }
     }
   }
-  *pl = fallback_plan<T>(B, d, na, *info);
-  if (pl->smem > (size_t)(info->smem_optin > 0 ? info->smem_optin : 48 * 1024))
+  *pl = fallback_plan<T>(B, d, na, info);
+  if (pl->smem > (size_t)(info.smem_optin > 0 ? info.smem_optin : 48 * 1024))
     return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 
-// Runs kernel K<T, BG, CL, VEC> for the plan; falls back to the global-memory kernel when the
-// clusters cannot be scheduled.
-template <typename T, template <typename, int, bool, bool> class K, typename P>
-cudaError_t run(P p, int64_t B, int64_t d, int na, cudaStream_t stream) {
+// The tensor-core plan (16-bit T): a cluster of cs = 8 (or 16) CTAs whose R = d / cs rows and d
+// match a tiling of e1_mma.cuh, with its shared memory within the opt-in limit.
+struct TcPlan {
   Plan pl;
+  tc::Tiling tl;
+};
+inline bool tc_plan(int64_t B, int64_t d, const DeviceInfo &info, TcPlan *out) {
+  if (info.smem_optin <= 0) return false;
+  for (int cs : {8, 16}) {
+    const int64_t R = d / cs;
+    for (const tc::Tiling &tl : tc::kTilings) {
+      const size_t smem = tc::smem_bytes(d, R, tl.nw);
+      if (R == 32 * tl.mt && d == (int64_t)16 * tl.ks * tl.nw && d % cs == 0 &&
+          smem <= (size_t)info.smem_optin) {
+        *out = TcPlan{Plan{true, cs, pick_bg(B, cs, info.sms), R, smem, false}, tl};
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Runs the tensor-core kernel TK<T> where its plan applies and its clusters can be scheduled, else
+// kernel K<T, BG, CL, VEC> for the plan; falls back to the global-memory kernel when the clusters
+// cannot be scheduled.
+template <typename T, template <typename, int, bool, bool> class K, template <typename> class TK,
+          typename P>
+cudaError_t run(P p, int64_t B, int64_t d, int na, cudaStream_t stream) {
   DeviceInfo info;
-  cudaError_t e = plan_for<T>(B, d, na, &pl, &info);
+  cudaError_t e = device_info(&info);
   if (e) return e;
+  TcPlan tp;
+  if (sizeof(T) == 2 && tc_plan(B, d, info, &tp)) {
+    auto kernel = TK<T>::get(tp.tl);
+    const unsigned threads = 32u * (unsigned)tp.tl.nw;
+    if (kernel && cluster_fits(kernel, tp.pl, threads)) {
+      p.R = tp.pl.R, p.bg = tp.pl.bg;
+      return launch(kernel, tp.pl, (unsigned)((B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
+                    threads);
+    }
+  }
+  Plan pl;
+  if ((e = plan_for<T>(B, d, na, info, &pl))) return e;
   p.R = pl.R;
   if (pl.cl) {
     auto kernel = K<T, 1, true, false>::get(pl.bg, pl.vec);
@@ -328,6 +501,26 @@ cudaError_t run(P p, int64_t B, int64_t d, int na, cudaStream_t stream) {
 ES_PICKER(FwdK, e1_fwd, Fwd)
 ES_PICKER(BwdK, e1_bwd, Bwd)
 
+// Tensor-core kernel pickers: the instantiation for a tiling, or none. The backward's state, dpre,
+// is not bounded like h: f16's range and subnormals would lose it, so it runs for bf16 only.
+#define ES_TC_PICKER(NAME, PARAMS, CASE, TYPES)                                                 \
+  template <typename T> struct NAME {                                                          \
+    using fn = void (*)(PARAMS<T>);                                                            \
+    static fn get(const tc::Tiling &tl) {                                                      \
+      if constexpr (TYPES) {                                                                   \
+        ENG_E1_TC_TILINGS(CASE)                                                                \
+      }                                                                                        \
+      (void)tl;                                                                                \
+      return nullptr;                                                                          \
+    }                                                                                          \
+  };
+#define ES_TC_FWD(M_, K_, W_) \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e1_fwd_tc<T, M_, K_, W_>;
+#define ES_TC_BWD(M_, K_, W_) \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e1_bwd_tc<T, M_, K_, W_>;
+ES_TC_PICKER(FwdTc, Fwd, ES_TC_FWD, sizeof(T) == 2)
+ES_TC_PICKER(BwdTc, Bwd, ES_TC_BWD, (std::is_same_v<T, __nv_bfloat16>))
+
 }  // namespace
 
 extern "C" int eng_kcuda_e1_forward(eng_dtype_t dt, int64_t B, int64_t T_, int64_t d,
@@ -335,9 +528,9 @@ extern "C" int eng_kcuda_e1_forward(eng_dtype_t dt, int64_t B, int64_t T_, int64
                                     const void *h0, void *y, void *hT, void *hs,
                                     cudaStream_t stream) {
   ENG_KC_FLOAT_TYPES(dt, {
-    Fwd<T> p{B, T_, d, d, (const T *)xw, (const T *)z, (const T *)W, (const T *)b,
+    Fwd<T> p{B, T_, d, d, 1, (const T *)xw, (const T *)z, (const T *)W, (const T *)b,
              (const T *)h0, (T *)y, (T *)hT, (T *)hs};
-    return (int)run<T, FwdK>(p, B, d, 2, stream);
+    return (int)run<T, FwdK, FwdTc>(p, B, d, 2, stream);
   })
   return 0;
 }
@@ -347,9 +540,9 @@ extern "C" int eng_kcuda_e1_backward(eng_dtype_t dt, int64_t B, int64_t T_, int6
                                      const void *dhT, void *dxw, void *dz, void *dh0,
                                      cudaStream_t stream) {
   ENG_KC_FLOAT_TYPES(dt, {
-    Bwd<T> p{B, T_, d, d, (const T *)z, (const T *)W, (const T *)hs, (const T *)dy,
+    Bwd<T> p{B, T_, d, d, 1, (const T *)z, (const T *)W, (const T *)hs, (const T *)dy,
              (const T *)dhT, (T *)dxw, (T *)dz, (T *)dh0};
-    return (int)run<T, BwdK>(p, B, d, 3, stream);
+    return (int)run<T, BwdK, BwdTc>(p, B, d, 3, stream);
   })
   return 0;
 }

@@ -35,6 +35,24 @@ template <bool CL> __device__ __forceinline__ void sync_all() {
   }
 }
 
+// The cluster barrier in halves, for work that overlaps it: arrive releases this thread's earlier
+// writes (on Hopper the release waits for all of the thread's outstanding stores, global ones
+// too), wait acquires the other CTAs'. Stores issued between the two stay out of the release.
+__device__ __forceinline__ void cluster_arrive() {
+#ifdef ENG_ES_NO_CLUSTERS
+  __trap();
+#else
+  __cluster_barrier_arrive();
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#ifdef ENG_ES_NO_CLUSTERS
+  __trap();
+#else
+  __cluster_barrier_wait();
+#endif
+}
+
 // Writes v at `local` (a shared-memory address) in every CTA of the cluster.
 template <bool CL, typename A> __device__ __forceinline__ void put_all(A *local, A v, int cs) {
   if constexpr (CL) {
@@ -164,20 +182,21 @@ inline cudaError_t device_info(DeviceInfo *info) {
   return e;
 }
 
-// Launches kernel<<<grid, kThreads, smem, stream>>>(p) with clusters of cs CTAs (cs > 1).
+// Launches kernel<<<grid, threads, smem, stream>>>(p) with clusters of cs CTAs (cs > 1).
 template <typename K, typename P>
-inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t stream, const P &p) {
+inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t stream, const P &p,
+                          unsigned threads = kThreads) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem);
   if (e) return e;
   if (!pl.cl) {
-    kernel<<<grid, kThreads, pl.smem, stream>>>(p);
+    kernel<<<grid, threads, pl.smem, stream>>>(p);
     return cudaGetLastError();
   }
   if (pl.cs > 8 && (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
     return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = pl.smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -191,7 +210,8 @@ inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t 
 }
 
 // Whether a cluster launch of this plan can run at all (the clusters fit on the GPU).
-template <typename K> inline bool cluster_fits(K kernel, const Plan &pl) {
+template <typename K>
+inline bool cluster_fits(K kernel, const Plan &pl, unsigned threads = kThreads) {
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem)) {
     cudaGetLastError();
     return false;
@@ -202,7 +222,7 @@ template <typename K> inline bool cluster_fits(K kernel, const Plan &pl) {
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)pl.cs);
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = pl.smem;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;

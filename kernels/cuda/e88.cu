@@ -59,6 +59,15 @@ template <int N> __device__ __forceinline__ float column_sum(float x) {
   return x;
 }
 
+// column_sum of CPT independent values, level by level (the shuffles overlap).
+template <int N, int CPT> __device__ __forceinline__ void column_sums(float (&x)[CPT]) {
+#pragma unroll
+  for (int m = Geo<N>::CW; m < 32; m <<= 1) {
+#pragma unroll
+    for (int c = 0; c < CPT; c++) x[c] += __shfl_xor_sync(kFull, x[c], m);
+  }
+}
+
 __device__ __forceinline__ void load8(const float *p, float (&x)[R]) {
   const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
   x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
@@ -98,15 +107,16 @@ struct Params {
   bool l2, lin, gate;
 };
 
-// The thread's place: column j (jl within the block's Vb columns col0 ..), rows i0 .. i0+7;
-// (b, h) of the block.
-template <int N> struct Place {
-  int tid, lane, warp, nwarps, rg, jl, Vb, col0, j, i0, bh, b, h;
+// The thread's place: CPT columns j, j + nslot, .. (jl, jl + nslot, .. within the block's Vb
+// columns col0 ..), rows i0 .. i0+7; (b, h) of the block.
+template <int N, int CPT = 1> struct Place {
+  int tid, lane, warp, nwarps, rg, jl, nslot, Vb, col0, j, i0, bh, b, h;
   __device__ Place(int H, int splits) {
     tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
     rg = lane / Geo<N>::CW;
     jl = warp * Geo<N>::CW + lane % Geo<N>::CW;
-    Vb = nwarps * Geo<N>::CW;
+    nslot = nwarps * Geo<N>::CW;
+    Vb = nslot * CPT;
     col0 = (blockIdx.x % splits) * Vb;
     j = col0 + jl;
     i0 = rg * R;
@@ -222,18 +232,22 @@ __device__ void stage(const Params &p, int b, int h, int t0, int len, int col0, 
 
 // ---------------- forward ----------------
 
-template <typename T, int N>
+// CPT columns a thread: the k^ and q^ a step loads from shared memory serve all of them (the
+// forward is bound by its shared-memory operations, not by its arithmetic).
+template <typename T, int N, int CPT>
 __global__ void e88_forward_kernel(Params p) {
   constexpr bool FAST = !std::is_same<T, float>::value;
-  const Place<N> pl(p.H, p.splits);
-  const int V = p.V, L = p.L, Vb = pl.Vb;
+  const Place<N, CPT> pl(p.H, p.splits);
+  const int V = p.V, L = p.L, Vb = pl.Vb, ns = pl.nslot;
   extern __shared__ float4 smem4[];
   float *kf = reinterpret_cast<float *>(smem4), *qf = kf + L * N, *vf = qf + L * N,
         *gf = vf + L * Vb, *yf = gf + L * Vb, *df = yf + L * Vb;
   const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
-  float s[R];
+  float s[CPT][R];
 #pragma unroll
-  for (int r = 0; r < R; r++) s[r] = p.S0 ? p.S0[sbase + (int64_t)r * V] : 0.f;
+  for (int c = 0; c < CPT; c++)
+#pragma unroll
+    for (int r = 0; r < R; r++) s[c][r] = p.S0 ? p.S0[sbase + c * ns + (int64_t)r * V] : 0.f;
 
   // the next checkpoint: its step and where it goes (a counter, not t % C: that is a division)
   int next_ck = 0;
@@ -244,18 +258,35 @@ __global__ void e88_forward_kernel(Params p) {
     for (int u = 0; u < len; u++) {
       if (ck && t0 + u == next_ck) {
 #pragma unroll
-        for (int r = 0; r < R; r++) ck[(int64_t)r * V] = s[r];
+        for (int c = 0; c < CPT; c++)
+#pragma unroll
+          for (int r = 0; r < R; r++) ck[c * ns + (int64_t)r * V] = s[c][r];
         ck += (int64_t)N * V;
         next_ck += p.C;
       }
-      float kh[R], qh[R];
+      float kh[R], qh[R], x[CPT];
       load8(kf + u * N + pl.i0, kh);
       load8(qf + u * N + pl.i0, qh);
-      const float delta = vf[u * Vb + pl.jl] - column_sum<N>(dot8(s, kh)), dec = df[u];
 #pragma unroll
-      for (int r = 0; r < R; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), p.lin);
-      const float o = column_sum<N>(dot8(s, qh));
-      if (pl.rg == 0) yf[u * Vb + pl.jl] = p.gate ? o * gf[u * Vb + pl.jl] : o;
+      for (int c = 0; c < CPT; c++) x[c] = dot8(s[c], kh);
+      column_sums<N, CPT>(x);
+      const float dec = df[u];
+#pragma unroll
+      for (int c = 0; c < CPT; c++) {
+        const float delta = vf[u * Vb + pl.jl + c * ns] - x[c];
+#pragma unroll
+        for (int r = 0; r < R; r++) s[c][r] = act<FAST>(fmaf(kh[r], delta, dec * s[c][r]), p.lin);
+      }
+#pragma unroll
+      for (int c = 0; c < CPT; c++) x[c] = dot8(s[c], qh);
+      column_sums<N, CPT>(x);
+      if (pl.rg == 0) {
+#pragma unroll
+        for (int c = 0; c < CPT; c++) {
+          const int at = u * Vb + pl.jl + c * ns;
+          yf[at] = p.gate ? x[c] * gf[at] : x[c];
+        }
+      }
     }
     __syncthreads();
     T *y = (T *)p.y;
@@ -267,7 +298,9 @@ __global__ void e88_forward_kernel(Params p) {
   }
   if (p.S_T) {
 #pragma unroll
-    for (int r = 0; r < R; r++) p.S_T[sbase + (int64_t)r * V] = s[r];
+    for (int c = 0; c < CPT; c++)
+#pragma unroll
+      for (int r = 0; r < R; r++) p.S_T[sbase + c * ns + (int64_t)r * V] = s[c][r];
   }
 }
 
@@ -333,7 +366,7 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
   float dS[R];
 #pragma unroll
   for (int r = 0; r < R; r++) dS[r] = p.dS_T ? p.dS_T[sbase + (int64_t)r * V] : 0.f;
-  // element (b, t, h, j) of dv and dg is at0 + t * step_elems
+  // element (b, 0, h, j) of dv and dg, and the distance between steps
   const int64_t at0 = row_of(p, pl.b, 0, pl.h) * V + pl.j, step_elems = (int64_t)p.H * V;
 
   for (int seg = p.nck - 1; seg >= 0; seg--) {
@@ -374,7 +407,8 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
         }
       }
       __syncwarp();
-      // walk c1-1 .. c0 backward
+      // walk c1-1 .. c0 backward; element (b, t, h, j) of dv and dg is at at_t
+      int64_t at_t = at0 + (int64_t)(c1 - 1) * step_elems;
       for (int t = c1 - 1; t >= c0; t--) {
         const int u = t - c0, us = t - t0;
         float sn[R], sp[R], kh[R], qh[R], a[2 * R];
@@ -404,10 +438,10 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
           dS[r] = fmaf(dec, dP[r], -kh[r] * ddl);
         }
         if (pl.rg == 0) {
-          const int64_t at = at0 + (int64_t)t * step_elems;
-          store(dv + at, ddl);
-          if (p.gate) store(dg + at, dgj);
+          store(dv + at_t, ddl);
+          if (p.gate) store(dg + at_t, dgj);
         }
+        at_t -= step_elems;
         reduce_scatter<N>(a, pl.lane);
         const int c = pl.lane % CW;
         float *rw = red + ((pl.warp * Lb + u) * 2) * N;
@@ -434,9 +468,9 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
         if (p.l2) {
           const float x0 = pl.lane < N ? xh[pl.lane] : 0.f, x1 = pl.lane + 32 < N ? xh[pl.lane + 32] : 0.f;
           const float dot = warp_sum(x0 * g0 + x1 * g1), a = (kind == 0 ? qn : kn)[us],
-                      d = a + kEps, coef = a > 0.f ? dot * d / a : 0.f;
-          g0 = (g0 - x0 * coef) / d;
-          g1 = (g1 - x1 * coef) / d;
+                      d = a + kEps, coef = a > 0.f ? dot * d / a : 0.f, inv_d = 1.f / d;
+          g0 = (g0 - x0 * coef) * inv_d;
+          g1 = (g1 - x1 * coef) * inv_d;
         }
         T *out = (kind == 0 ? dq : dk) + row_of(p, pl.b, c0 + u, pl.h) * N;
         if (pl.lane < N) store(out + pl.lane, g0);
@@ -460,20 +494,26 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
 
 bool n_supported(int64_t n) { return n == 16 || n == 32 || n == 64; }
 
-template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t st) {
+template <typename T, int N, int CPT> int launch_forward_cols(const Params &p0, cudaStream_t st) {
   Params p = p0;
   // Two blocks per (b, h) where the columns split evenly: with 5.03 heads per SM at the layer's
   // shape, half-heads even out the SMs' loads (91% against 84% for whole heads).
   constexpr int CW = Geo<N>::CW;
-  p.splits = p.V % (2 * CW) == 0 ? 2 : 1;
-  const int Vb = p.V / p.splits, nthreads = Vb * N / R;
+  p.splits = p.V % (2 * CW * CPT) == 0 ? 2 : 1;
+  const int Vb = p.V / p.splits, nthreads = Vb * N / (R * CPT);
   const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * Vb + 1);
   int L = (int)(kFwdSmem / per_step);
   L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
   if (p.T > 0 && L > p.T) L = p.T;
   p.L = L;
-  e88_forward_kernel<T, N><<<p.B * p.H * p.splits, nthreads, per_step * (size_t)L, st>>>(p);
+  e88_forward_kernel<T, N, CPT><<<p.B * p.H * p.splits, nthreads, per_step * (size_t)L, st>>>(p);
   return (int)cudaGetLastError();
+}
+
+// Two columns a thread where a warp's rows and columns allow it.
+template <typename T, int N> int launch_forward(const Params &p, cudaStream_t st) {
+  if (p.V % (2 * Geo<N>::CW) == 0) return launch_forward_cols<T, N, 2>(p, st);
+  return launch_forward_cols<T, N, 1>(p, st);
 }
 
 template <typename T, int N> int launch_backward(const Params &p0, cudaStream_t st) {

@@ -1,0 +1,158 @@
+// The per-step product of the persistent E1 kernels on tensor cores (16-bit T, clusters; see
+// e1_cluster.cuh): the CTA's slice of the matrix, R = 32 MT rows of d, times the state of the
+// cluster's batch group, as wmma m32n8k16 products with f32 accumulators. The batch is the N
+// dimension: 8 columns, the group's BG <= 8 rows and zeros. The state stays f32-accurate as two
+// 16-bit parts, hi = T(v) and lo = T(v - hi): the product is A hi + A lo (A is exact in T).
+//
+// Warp w takes columns [16 KS w, 16 KS (w + 1)) of every row tile, so d = 16 KS NW; its A
+// fragments stay in registers for the whole sequence. The warps' partial products meet in shared
+// memory; one thread per (batch row, pair of rows) adds them up, finishes the step and writes the
+// pair's hi and lo parts into the next state buffer of every CTA (4-byte DSMEM stores).
+//
+// Shared memory: hb [2 steps][hi, lo][8][d + 8] T, then the matrix slice Ws [R][d] T; once the
+// fragments are loaded, Ws's space holds the partial sums red [NW][8][R + 4] f32 (column-major
+// tiles). The paddings keep the B fragment loads and the tile stores free of bank conflicts.
+#pragma once
+
+#include <mma.h>
+
+#include "cuda/e1_cluster.cuh"
+
+namespace eng_kc {
+namespace es {
+namespace tc {
+
+namespace wmma = nvcuda::wmma;
+
+// The tilings (MT, KS, NW): d = 16 KS NW, R = 32 MT, so cs = d / R CTAs a cluster. The d they
+// cover: 256 and 512, 768 (8 CTAs), 1024 (16 CTAs). KS = 4 unless the A fragments would not fit
+// the registers (d = 1024: 16 warps of 128 registers). NW >= 4 MT: at most one pair of rows
+// per thread for BG <= 8.
+#define ENG_E1_TC_TILINGS(X) X(1, 4, 4) X(2, 4, 8) X(3, 4, 12) X(2, 8, 8)
+
+struct Tiling {
+  int mt, ks, nw;
+};
+#define ENG_E1_TC_ENTRY(M_, K_, W_) Tiling{M_, K_, W_},
+constexpr Tiling kTilings[] = {ENG_E1_TC_TILINGS(ENG_E1_TC_ENTRY)};
+#undef ENG_E1_TC_ENTRY
+
+__host__ __device__ constexpr int64_t ldh(int64_t d) { return d + 8; }
+__host__ __device__ constexpr int64_t ldr(int64_t R) { return R + 4; }
+__host__ __device__ constexpr size_t hb_bytes(int64_t d) { return (size_t)2 * 2 * 8 * ldh(d) * 2; }
+
+inline size_t smem_bytes(int64_t d, int64_t R, int nw) {
+  const size_t ws = (size_t)R * d * 2, red = (size_t)nw * 8 * ldr(R) * sizeof(float);
+  return hb_bytes(d) + (ws > red ? ws : red);
+}
+
+// Two 16-bit values in one 32-bit word.
+template <typename T> struct Pair;
+template <> struct Pair<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+  static __device__ __forceinline__ type pack(float a, float b) {
+    return __floats2bfloat162_rn(a, b);
+  }
+  static __device__ __forceinline__ float2 unpack(type v) { return __bfloat1622float2(v); }
+};
+template <> struct Pair<__half> {
+  using type = __half2;
+  static __device__ __forceinline__ type pack(float a, float b) { return __floats2half2_rn(a, b); }
+  static __device__ __forceinline__ float2 unpack(type v) { return __half22float2(v); }
+};
+
+template <typename T, int MT, int KS, int NW> struct Step {
+  static constexpr int R = 32 * MT, D = 16 * KS * NW, CS = D / R;  // CS CTAs a cluster
+  static constexpr int64_t LD = ldh(D);
+  static_assert(NW >= 4 * MT, "one pair of rows per thread needs 8 R / 2 <= 32 NW");
+  using FA = wmma::fragment<wmma::matrix_a, 32, 8, 16, T, wmma::row_major>;
+  using FB = wmma::fragment<wmma::matrix_b, 32, 8, 16, T, wmma::col_major>;
+  using FC = wmma::fragment<wmma::accumulator, 32, 8, 16, float>;
+
+  T *hb;
+  float *red;
+  int warp;
+  FA a[MT][KS];
+
+  __device__ __forceinline__ explicit Step(unsigned char *smem)
+      : hb(reinterpret_cast<T *>(smem)), red(reinterpret_cast<float *>(smem + hb_bytes(D))),
+        warp((int)(threadIdx.x >> 5)) {}
+
+  // Batch row n of part `part` (0 hi, 1 lo) of state buffer `buf`: B(k, n) of the product.
+  __device__ __forceinline__ T *row(int buf, int part, int n) const {
+    return hb + ((buf * 2 + part) * 8 + n) * LD;
+  }
+
+  // Buffer 0 from v0 [rows of the batch, D] at batch rows gb .. gb + bg - 1 (< B; NULL: zero),
+  // buffer 1 and every other column zero. Local; a barrier follows.
+  __device__ void init_state(const T *v0, int64_t gb, int64_t bg, int64_t B) {
+    for (int64_t k = threadIdx.x; k < 8 * LD; k += blockDim.x) {
+      const int64_t n = k / LD, c = k % LD;
+      const float v = v0 && n < bg && gb + n < B && c < D ? load(v0 + (gb + n) * D + c) : 0.f;
+      store(row(0, 0, 0) + k, v);
+      store(row(0, 1, 0) + k, v - load(row(0, 0, 0) + k));
+      store(row(1, 0, 0) + k, 0.f);
+      store(row(1, 1, 0) + k, 0.f);
+    }
+  }
+
+  // The warp's fragments of the slice Ws [R][D] (staged, then a __syncthreads).
+  __device__ __forceinline__ void load_a(const T *Ws) {
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int s = 0; s < KS; s++)
+        wmma::load_matrix_sync(a[m][s], Ws + m * 32 * D + (warp * KS + s) * 16, (unsigned)D);
+  }
+
+  // Every warp: its partial product with state buffer `buf` into red; a __syncthreads must come
+  // before sum() reads it.
+  __device__ __forceinline__ void product(int buf) {
+    FC c[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) wmma::fill_fragment(c[m], 0.f);
+    const T *hi = row(buf, 0, 0), *lo = row(buf, 1, 0);
+#pragma unroll
+    for (int s = 0; s < KS; s++) {
+      const int k0 = (warp * KS + s) * 16;
+      FB bh, bl;
+      wmma::load_matrix_sync(bh, hi + k0, (unsigned)LD);
+      wmma::load_matrix_sync(bl, lo + k0, (unsigned)LD);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        wmma::mma_sync(c[m], a[m][s], bh, c[m]);
+        wmma::mma_sync(c[m], a[m][s], bl, c[m]);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+      wmma::store_matrix_sync(red + warp * 8 * ldr(R) + m * 32, c[m], (unsigned)ldr(R),
+                              wmma::mem_col_major);
+  }
+
+  // The product at slice rows (r, r + 1) (r even) for batch row n: the warps' parts added.
+  __device__ __forceinline__ float2 sum(int n, int r) const {
+    float2 v = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < NW; w++) {
+      const float2 q = *reinterpret_cast<const float2 *>(red + (w * 8 + n) * ldr(R) + r);
+      v.x += q.x, v.y += q.y;
+    }
+    return v;
+  }
+
+  // (v0, v1), the new state at columns (c, c + 1) (c even) of batch row n, as hi and lo parts
+  // into state buffer `buf` of every CTA of the cluster.
+  __device__ __forceinline__ void put(int buf, int n, int64_t c, float v0, float v1) const {
+    using P = Pair<T>;
+    const typename P::type hi = P::pack(v0, v1);
+    const float2 f = P::unpack(hi);
+    put_all<true>(reinterpret_cast<typename P::type *>(row(buf, 0, n) + c), hi, CS);
+    put_all<true>(reinterpret_cast<typename P::type *>(row(buf, 1, n) + c),
+                  P::pack(v0 - f.x, v1 - f.y), CS);
+  }
+};
+
+}  // namespace tc
+}  // namespace es
+}  // namespace eng_kc
