@@ -236,6 +236,39 @@ __global__ void __launch_bounds__(kThreads) e1_bwd(Bwd<T> p) {
   }
 }
 
+// The tensor-core kernels' thread: it finishes slice rows (r, r + 1) of batch row gb + n; c is
+// their column in the state, base + t d the element of step t in the [B, T, d] sequences.
+struct TcPlace {
+  int64_t gb, c, base;
+  int n, r;
+  bool fin;
+};
+
+// The tensor-core kernels' prologue: checks that the launch matches the compiled tiling, stages
+// the CTA's slice of W (rows of W^T when tr), keeps the warp's fragments of it in registers, and
+// fills state buffer 0 from v0 (NULL: zero). A cluster barrier must follow before the first step.
+template <typename T, typename S>
+__device__ TcPlace tc_prologue(S &st, unsigned char *smem, const T *W, bool tr, const T *v0,
+                               int64_t d_arg, int64_t bg, int64_t B, int64_t nt) {
+  constexpr int R = S::R;
+  constexpr int64_t d = S::D;
+  int rank, cs, group;
+  cluster_pos<true>(&rank, &cs, &group);
+  if (cs != S::CS || d_arg != d) __trap();  // the plan picks the tiling of d
+  const int64_t r0 = (int64_t)rank * R;
+  TcPlace pl;
+  pl.gb = (int64_t)group * bg;
+  int64_t unit;
+  const T *Ws = stage_rows<T, true>(smem, tc::hb_bytes(d), W, d, r0, r0 + R, tr, &unit);
+  st.init_state(v0, pl.gb, bg, B);
+  __syncthreads();
+  st.load_a(Ws);
+  pl.n = (int)threadIdx.x / (R / 2), pl.r = 2 * ((int)threadIdx.x % (R / 2));
+  pl.fin = pl.n < bg && pl.gb + pl.n < B;
+  pl.c = r0 + pl.r, pl.base = (pl.gb + pl.n) * nt * d + pl.c;
+  return pl;
+}
+
 // The forward with the per-step product on tensor cores (tc::Step). Thread q finishes slice rows
 // (r, r + 1), r = 2 (q % (R / 2)), of batch row gb + q / (R / 2). Only h's exchange sits before
 // the cluster barrier's arrive; the global stores, y's gate and the loads of the next step's xw and
@@ -243,22 +276,13 @@ __global__ void __launch_bounds__(kThreads) e1_bwd(Bwd<T> p) {
 template <typename T, int MT, int KS, int NW>
 __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
-  constexpr int R = S::R;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
-  int rank, cs, group;
-  cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
-  const int64_t r0 = (int64_t)rank * R, gb = (int64_t)group * p.bg;
   S st(tc_smem);
-  int64_t unit;
-  const T *Ws = stage_rows<T, true>(tc_smem, tc::hb_bytes(d), p.W, d, r0, r0 + R, false, &unit);
-  st.init_state(p.h0, gb, p.bg, p.B);
-  __syncthreads();
-  st.load_a(Ws);
-  const int n = (int)threadIdx.x / (R / 2), r = 2 * ((int)threadIdx.x % (R / 2));
-  const bool fin = n < p.bg && gb + n < p.B;
-  const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;  // + t d: step t's (r, r + 1)
+  const TcPlace pl = tc_prologue<T>(st, tc_smem, p.W, false, p.h0, p.d, p.bg, p.B, p.nt);
+  const int64_t gb = pl.gb, c = pl.c, base = pl.base;
+  const int n = pl.n, r = pl.r;
+  const bool fin = pl.fin;
   float bias[2] = {}, xb[2] = {}, zt[2] = {};  // b; step t's xw + b and z
   auto fetch = [&](int64_t t) {
 #pragma unroll
@@ -302,22 +326,13 @@ __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
 template <typename T, int MT, int KS, int NW>
 __global__ void __launch_bounds__(NW * 32) e1_bwd_tc(Bwd<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
-  constexpr int R = S::R;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
-  int rank, cs, group;
-  cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
-  const int64_t r0 = (int64_t)rank * R, gb = (int64_t)group * p.bg;
   S st(tc_smem);
-  int64_t unit;
-  const T *Ws = stage_rows<T, true>(tc_smem, tc::hb_bytes(d), p.W, d, r0, r0 + R, true, &unit);
-  st.init_state(nullptr, gb, p.bg, p.B);
-  __syncthreads();
-  st.load_a(Ws);
-  const int n = (int)threadIdx.x / (R / 2), r = 2 * ((int)threadIdx.x % (R / 2));
-  const bool fin = n < p.bg && gb + n < p.B;
-  const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
+  const TcPlace pl = tc_prologue<T>(st, tc_smem, p.W, true, (const T *)nullptr, p.d, p.bg, p.B, p.nt);
+  const int64_t gb = pl.gb, c = pl.c, base = pl.base;
+  const int n = pl.n, r = pl.r;
+  const bool fin = pl.fin;
   float zv[2] = {}, gy[2] = {}, h[2] = {}, carry[2] = {};  // step t's z, dy, h; the carry into h_t
   auto fetch = [&](int64_t t) {
 #pragma unroll
