@@ -2,8 +2,10 @@
  * benchmark shapes (B = 4 and 64, d = 512, N = 8 and 64: cluster kernels, the forward's tape on
  * chip or in global memory), odd ones (T = 1, T = 17, B = 3, d = 100 and 33, N = 5, checkpoint
  * intervals that do not divide T), every dtype (f64: the global-memory kernels), strided inputs,
- * no state / no final gradients, and T = 4096 staying finite. Tolerances: bf16/f16 1e-2; f32 3e-5
- * forward and 2e-4 backward (f32 attention and tape updates through up to 512 dependent steps,
+ * no state / no final gradients, T = 4096 staying finite, and the tensor-core forward (16-bit,
+ * d = 256 and 512; the bf16 benchmark shapes take it) at d = 256 with an odd N and with 8 batch
+ * rows a cluster. Tolerances: bf16/f16 1e-2; f32 3e-5 forward and 2e-4 backward (f32 attention
+ * and tape updates through up to 512 dependent steps,
  * and the GPU's next-step read scores come from the identity H_new h = (1 - a) H h + a (w . h)
  * instead of a fresh pass, against an f64 reference); f64 1e-9. */
 #include "cuda_e_series.h"
@@ -77,6 +79,12 @@ Test(cuda_e23, odd_shapes_and_dtypes) {
   }
   check(200, 3, 8, 24, 2, ENG_BF16, 1, 1, 0); /* more batch rows than SMs */
   check(2, 9, 4, 1536, 4, ENG_F32, 1, 1, 0);  /* weights too big for a cluster */
+}
+
+Test(cuda_e23, tensor_core_paths) {
+  SKIP_WITHOUT_GPU();
+  check(3, 17, 5, 256, 4, ENG_F16, 1, 1, 0);    /* d = 256 tiling, odd N, C not dividing T */
+  check(100, 5, 8, 256, 2, ENG_BF16, 1, 0, 0);  /* 8 batch rows a cluster, the last group part-full */
 }
 
 Test(cuda_e23, long_sequences_stay_finite) {

@@ -298,14 +298,8 @@ __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
   sync_all<true>();  // every CTA's state initialized, every slice in registers (red reuses Ws)
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
-    st.product(buf);
-    __syncthreads();
-    float h[2] = {};
-    if (fin) {
-      const float2 s = st.sum(n, r);
-      h[0] = tanhf(s.x + xb[0]), h[1] = tanhf(s.y + xb[1]);
-      st.put(buf ^ 1, n, c, h[0], h[1]);
-    }
+    const float2 hv = st.advance(buf, fin, n, r, c, xb[0], xb[1]);
+    const float h[2] = {hv.x, hv.y};
     cluster_arrive();
     if (fin) {
       const int64_t at = base + t * d;

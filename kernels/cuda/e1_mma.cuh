@@ -141,6 +141,20 @@ template <typename T, int MT, int KS, int NW> struct Step {
     return v;
   }
 
+  // The step's new state at slice rows (r, r + 1) of batch row n (columns c, c + 1 of the state):
+  // tanh of the product with state buffer `buf` plus (a0, a1), put into buffer buf ^ 1 of every
+  // CTA when `fin` (the thread owns a real batch row). Every thread of the CTA calls it.
+  __device__ __forceinline__ float2 advance(int buf, bool fin, int n, int r, int64_t c, float a0,
+                                            float a1) {
+    product(buf);
+    __syncthreads();
+    if (!fin) return make_float2(0.f, 0.f);
+    const float2 s = sum(n, r);
+    const float2 h = make_float2(tanhf(s.x + a0), tanhf(s.y + a1));
+    put(buf ^ 1, n, c, h.x, h.y);
+    return h;
+  }
+
   // (v0, v1), the new state at columns (c, c + 1) (c even) of batch row n, as hi and lo parts
   // into state buffer `buf` of every CTA of the cluster.
   __device__ __forceinline__ void put(int buf, int n, int64_t c, float v0, float v1) const {

@@ -1,8 +1,10 @@
 // E23 forward and the sequential part of its backward as persistent kernels (see cuda/e23.h and
 // cuda/e1_cluster.cuh). Each CTA owns units [c0, c1) of d: those rows of the weights and those
 // columns of its batch group's tapes. Warps take one unit (or one slot) at a time; lane g of a
-// warp finishes batch row g.
+// warp finishes batch row g. For 16-bit values and d = 256 or 512 the forward runs e23_fwd_tc
+// instead: both per-step products on tensor cores (see "the forward on tensor cores").
 #include "cuda/e1_cluster.cuh"
+#include "cuda/e1_mma.cuh"
 #include "cuda/e23.h"
 
 namespace {
@@ -11,7 +13,7 @@ using namespace eng_kc;
 using namespace eng_kc::es;
 
 template <typename T> struct P23 {
-  int64_t B, nt, N, d, C, R;
+  int64_t B, nt, N, d, C, R, bg;  // bg: batch rows per cluster of the tensor-core forward
   const T *xw, *Wh, *Ww, *b, *h0, *tape0;
   T *hs, *hT, *tapeT;
   acc_t<T> *ckpt;
@@ -229,44 +231,50 @@ __device__ void phase_scores(const Ctx<T, BG, CL> &c, const T *Wrows, bool vec, 
   sync_all<CL>();
 }
 
-// From the partial scores: initial (r = softmax(scale H h0)) or a step (a = softmax(scale H h_t),
-// the write, and the next read weights r = softmax(scale H_new h_t)).
+// Batch row g's attention weights from the cs CTAs' partial scores part[(q * bg + g) * (N + 1) + i]
+// (slot N: w . h), by one warp: initial (r = softmax(scale H h0)) or a step (a = softmax(scale
+// H h_t), and the next read weights r = softmax(scale H_new h_t)).
+template <typename A>
+__device__ void attend_row(const A *part, int bg, int g, int64_t N, int cs, A scale, bool step,
+                           int lane, A *r, A *a) {
+  auto score = [&](int64_t i) {
+    A s = 0;
+    for (int q = 0; q < cs; q++) s += part[(q * bg + g) * (N + 1) + i];
+    return s * scale;
+  };
+  A mx = -INFINITY, sum = 0;
+  for (int64_t i = lane; i < N; i += 32) {
+    r[i] = score(i);
+    mx = max(mx, r[i]);
+  }
+  mx = warp_max(mx);
+  for (int64_t i = lane; i < N; i += 32) sum += exp(r[i] - mx);
+  sum = warp_sum(sum);
+  if (!step) {
+    for (int64_t i = lane; i < N; i += 32) r[i] = exp(r[i] - mx) / sum;
+  } else {
+    const A q = score(N);
+    A mx2 = -INFINITY, sum2 = 0;
+    for (int64_t i = lane; i < N; i += 32) {
+      const A ai = exp(r[i] - mx) / sum;
+      a[i] = ai;
+      r[i] = ((A)1 - ai) * r[i] + ai * q;
+      mx2 = max(mx2, r[i]);
+    }
+    mx2 = warp_max(mx2);
+    for (int64_t i = lane; i < N; i += 32) sum2 += exp(r[i] - mx2);
+    sum2 = warp_sum(sum2);
+    for (int64_t i = lane; i < N; i += 32) r[i] = exp(r[i] - mx2) / sum2;
+  }
+}
+
+// From the partial scores: the attention weights (attend_row), then for a step the write.
 template <typename T, int BG, bool CL>
 __device__ void phase_attend(const Ctx<T, BG, CL> &c, bool step) {
   using A = acc_t<T>;
-  if (c.warp < BG) {
-    const int g = c.warp;
-    A *r = c.rbuf + g * c.N, *a = c.abuf + g * c.N;
-    auto score = [&](int64_t i) {
-      A s = 0;
-      for (int q = 0; q < c.cs; q++) s += c.part1[(q * BG + g) * (c.N + 1) + i];
-      return s * c.scale;
-    };
-    A mx = -INFINITY, sum = 0;
-    for (int64_t i = c.lane; i < c.N; i += 32) {
-      r[i] = score(i);
-      mx = max(mx, r[i]);
-    }
-    mx = warp_max(mx);
-    for (int64_t i = c.lane; i < c.N; i += 32) sum += exp(r[i] - mx);
-    sum = warp_sum(sum);
-    if (!step) {
-      for (int64_t i = c.lane; i < c.N; i += 32) r[i] = exp(r[i] - mx) / sum;
-    } else {
-      const A q = score(c.N);
-      A mx2 = -INFINITY, sum2 = 0;
-      for (int64_t i = c.lane; i < c.N; i += 32) {
-        const A ai = exp(r[i] - mx) / sum;
-        a[i] = ai;
-        r[i] = ((A)1 - ai) * r[i] + ai * q;
-        mx2 = max(mx2, r[i]);
-      }
-      mx2 = warp_max(mx2);
-      for (int64_t i = c.lane; i < c.N; i += 32) sum2 += exp(r[i] - mx2);
-      sum2 = warp_sum(sum2);
-      for (int64_t i = c.lane; i < c.N; i += 32) r[i] = exp(r[i] - mx2) / sum2;
-    }
-  }
+  if (c.warp < BG)
+    attend_row<A>(c.part1, BG, c.warp, c.N, c.cs, c.scale, step, c.lane, c.rbuf + c.warp * c.N,
+                  c.abuf + c.warp * c.N);
   __syncthreads();
   if (step) {
     const int64_t n = BG * c.N * c.w;
@@ -346,6 +354,193 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
     const int64_t i = (k / c.w) % p.N, jj = k % c.w, bi = c.batch(g);
     if (bi < p.B) store(p.tapeT + (bi * p.N + i) * p.d + c.c0 + jj, c.tp(g, i, jj));
   }
+}
+
+// ---- the forward on tensor cores ----
+// For 16-bit T and the widths of E23_TC_TILINGS, the two per-step products (W_h h_{t-1} and
+// w = W_write h_t) run as tc::Step products (cuda/e1_mma.cuh): the warps keep the A fragments of
+// both slices in registers for the whole sequence, the state is exchanged as hi and lo parts.
+// Thread q finishes slice rows (r, r + 1), r = 2 (q % (R / 2)), of batch row n = q / (R / 2): h,
+// then w, then that pair of the tape's columns (the write and the next step's read H^T r).
+// The scores H h and w . h: one thread per (batch row, slot) over the CTA's R units.
+
+// (MT, KS, NW) as in ENG_E1_TC_TILINGS, limited to the ones whose two slices' fragments fit the
+// registers next to the step's work (d = 256 and 512).
+#define E23_TC_TILINGS(X) X(1, 4, 4) X(2, 4, 8)
+
+// Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial scores
+// part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], and the tape [bg][N][R + 4]
+// (rows padded so the scores' 16-byte row loads are free of bank conflicts). The weight slices
+// are staged, one after the other, over everything from red on before the fragments are loaded.
+struct TcLay {
+  size_t red, part, rbuf, abuf, hl, wl, tape, total;
+};
+__host__ __device__ constexpr int64_t tc_ldt(int64_t R) { return R + 4; }
+__host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
+                                           int nw) {
+  TcLay l{};
+  size_t at = tc::hb_bytes(d);
+  auto take = [&](size_t bytes) {
+    size_t o = at;
+    at += up16(bytes);
+    return o;
+  };
+  l.red = take((size_t)nw * 8 * tc::ldr(R) * sizeof(float));
+  l.part = take((size_t)cs * bg * (N + 1) * sizeof(float));
+  l.rbuf = take((size_t)bg * N * sizeof(float));
+  l.abuf = take((size_t)bg * N * sizeof(float));
+  l.hl = take((size_t)bg * R * sizeof(float));
+  l.wl = take((size_t)bg * R * sizeof(float));
+  l.tape = take((size_t)bg * N * tc_ldt(R) * sizeof(float));
+  const size_t ws = l.red + (size_t)R * d * 2;
+  l.total = at > ws ? at : ws;
+  return l;
+}
+
+template <typename T, int MT, int KS, int NW>
+__global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
+  using S = tc::Step<T, MT, KS, NW>;
+  constexpr int R = S::R;
+  constexpr int64_t d = S::D, LT = tc_ldt(R);
+  extern __shared__ __align__(128) unsigned char tc_smem[];
+  int rank, cs, group;
+  cluster_pos<true>(&rank, &cs, &group);
+  if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
+  const int64_t N = p.N, bg = p.bg, gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B;
+  const int64_t K = (p.nt + p.C - 1) / p.C;
+  const TcLay l = tc_layout(d, N, R, bg, cs, NW);
+  float *part = reinterpret_cast<float *>(tc_smem + l.part);
+  float *rbuf = reinterpret_cast<float *>(tc_smem + l.rbuf);
+  float *abuf = reinterpret_cast<float *>(tc_smem + l.abuf);
+  float *hl = reinterpret_cast<float *>(tc_smem + l.hl);
+  float *wl = reinterpret_cast<float *>(tc_smem + l.wl);
+  float *tape = reinterpret_cast<float *>(tc_smem + l.tape);
+  // prologue: both slices' fragments (staged in turn over red onwards), then the state and tape
+  S sh(tc_smem), sw(tc_smem);
+  T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
+  stage(Ws, p.Wh, d, r0, R, false);
+  sh.init_state(p.h0, gb, bg, B);
+  __syncthreads();
+  sh.load_a(Ws);
+  __syncthreads();
+  stage(Ws, p.Ww, d, r0, R, false);
+  __syncthreads();
+  sw.load_a(Ws);
+  __syncthreads();
+  for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
+    const int64_t bi = gb + k / R;
+    hl[k] = p.h0 && bi < B ? load(p.h0 + bi * d + r0 + k % R) : 0.f;
+    wl[k] = 0.f;
+  }
+  for (int64_t k = threadIdx.x; k < bg * N * R; k += blockDim.x) {
+    const int64_t g = k / (N * R), i = (k / R) % N, jj = k % R, bi = gb + g;
+    const int64_t at = (bi * N + i) * d + r0 + jj;
+    const float v = p.tape0 && bi < B ? load(p.tape0 + at) : 0.f;
+    tape[(g * N + i) * LT + jj] = v;
+    if (bi < B) p.ckpt[((bi * K) * N + i) * d + r0 + jj] = v;
+  }
+  const int n = (int)threadIdx.x / (R / 2), r = 2 * ((int)threadIdx.x % (R / 2));
+  const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+  const bool fin = n < bg && gb + n < B;
+  const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
+  const float scale = 1.f / sqrtf((float)d);
+  float bias[2] = {}, xb[2] = {}, u[2] = {};  // b; step t's xw + b; its read (H^T r) at (c, c + 1)
+  auto fetch = [&](int64_t t) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) xb[k] = load(p.xw + base + t * d + k) + bias[k];
+  };
+  if (fin && p.nt > 0) {
+    bias[0] = load(p.b + c), bias[1] = load(p.b + c + 1);
+    fetch(0);
+  }
+  // This CTA's partial scores of every batch row into every CTA's part (slot N only for a step).
+  auto scores = [&](bool step) {
+    const int tasks = (int)(bg * (N + 1)), slots = (int)N + 1;
+    for (int k = (int)threadIdx.x; k < tasks; k += (int)blockDim.x) {
+      const int g = k / slots, i = k % slots;
+      if (i == N && !step) continue;
+      const float *src = i < N ? tape + (g * N + i) * LT : wl + g * R;
+      const float4 *row = reinterpret_cast<const float4 *>(src);
+      const float4 *hv = reinterpret_cast<const float4 *>(hl + g * R);
+      float s = 0.f;
+#pragma unroll 4
+      for (int q = 0; q < R / 4; q++) {
+        const float4 a = row[q], b = hv[q];
+        s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+      }
+      put_all<true>(part + (rank * bg + g) * (N + 1) + i, s, cs);
+    }
+  };
+  auto attend = [&](bool step) {
+    for (int g = warp; g < bg; g += NW)
+      attend_row<float>(part, (int)bg, g, N, cs, scale, step, lane, rbuf + g * N, abuf + g * N);
+    __syncthreads();
+  };
+  // the read of the step to come: u = sum_i r_i H[i, (c, c + 1)]
+  auto read = [&]() {
+    u[0] = u[1] = 0.f;
+    for (int64_t i = 0; i < N; i++) {
+      const float2 hv = *reinterpret_cast<const float2 *>(tape + (n * N + i) * LT + r);
+      const float ri = rbuf[n * N + i];
+      u[0] += ri * hv.x, u[1] += ri * hv.y;
+    }
+  };
+  sync_all<true>();  // every CTA started and initialized before the first remote store
+  scores(false);
+  sync_all<true>();
+  attend(false);
+  if (fin) read();
+  int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
+  for (int64_t t = 0; t < p.nt; t++) {
+    const int buf = (int)(t & 1);
+    const float2 hv = sh.advance(buf, fin, n, r, c, xb[0] + u[0], xb[1] + u[1]);
+    const float h[2] = {hv.x, hv.y};
+    if (fin) *reinterpret_cast<float2 *>(hl + n * R + r) = hv;
+    cluster_arrive();
+    if (fin) {
+      const int64_t at = base + t * d;
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        store(p.hs + at + k, h[k]);
+        if (t == p.nt - 1) store(p.hT + (gb + n) * d + c + k, h[k]);
+      }
+      if (t + 1 < p.nt) fetch(t + 1);
+    }
+    cluster_wait();
+    sw.product(buf ^ 1);
+    __syncthreads();
+    float w[2] = {};
+    if (fin) {
+      const float2 s = sw.sum(n, r);
+      w[0] = s.x, w[1] = s.y;
+      *reinterpret_cast<float2 *>(wl + n * R + r) = s;
+    }
+    __syncthreads();
+    scores(true);
+    sync_all<true>();
+    attend(true);
+    if (fin) {  // the write H <- (1 - a) H + a w^T of this thread's columns, then the next read
+      const bool ck = t + 1 == next_ck && t + 1 < p.nt;
+      float *ckp = p.ckpt + ((gb + n) * K + seg) * N * d + c;
+      u[0] = u[1] = 0.f;
+      for (int64_t i = 0; i < N; i++) {
+        float2 *hp = reinterpret_cast<float2 *>(tape + (n * N + i) * LT + r);
+        const float ai = abuf[n * N + i], ri = rbuf[n * N + i];
+        float2 hv = *hp;
+        hv.x = (1.f - ai) * hv.x + ai * w[0];
+        hv.y = (1.f - ai) * hv.y + ai * w[1];
+        *hp = hv;
+        u[0] += ri * hv.x, u[1] += ri * hv.y;
+        if (ck) ckp[i * d] = hv.x, ckp[i * d + 1] = hv.y;
+      }
+    }
+    if (t + 1 == next_ck) next_ck += p.C, seg++;
+  }
+  if (fin)
+    for (int64_t i = 0; i < N; i++)
+#pragma unroll
+      for (int k = 0; k < 2; k++)
+        store(p.tapeT + ((gb + n) * N + i) * d + c + k, tape[(n * N + i) * LT + r + k]);
 }
 
 // ---- the backward ----
@@ -622,7 +817,62 @@ cudaError_t final_plan(int64_t B, int64_t N, int64_t d, int64_t C, Plan23 *pl) {
   return cudaSuccess;
 }
 
+// The tensor-core forward's plan (16-bit T): d matches a tiling of E23_TC_TILINGS (cs = d / R
+// CTAs a cluster); the batch rows per cluster as pick_bg says, fewer where the tape does not fit.
+struct TcPlan23 {
+  Plan pl;
+  tc::Tiling tl;
+};
+inline bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23 *out) {
+  if (info.smem_optin <= 0) return false;
+#define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
+  constexpr tc::Tiling tilings[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
+#undef E23_TC_ENTRY
+  for (const tc::Tiling &tl : tilings) {
+    const int64_t R = 32 * tl.mt;
+    if (d != (int64_t)16 * tl.ks * tl.nw) continue;
+    const int cs = (int)(d / R);
+    for (int g = pick_bg(B, cs, info.sms); g >= 1; g /= 2) {
+      const size_t smem = tc_layout(d, N, R, g, cs, tl.nw).total;
+      if (smem <= (size_t)info.smem_optin) {
+        *out = TcPlan23{Plan{true, cs, g, R, smem, false}, tl};
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+template <typename T> struct FwdTc23 {
+  using fn = void (*)(P23<T>);
+  static fn get(const tc::Tiling &tl) {
+    if constexpr (sizeof(T) == 2) {
+#define E23_TC_CASE(M_, K_, W_) \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e23_fwd_tc<T, M_, K_, W_>;
+      E23_TC_TILINGS(E23_TC_CASE)
+#undef E23_TC_CASE
+    }
+    (void)tl;
+    return nullptr;
+  }
+};
+
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
+  if constexpr (!BWD && sizeof(T) == 2) {  // needs no scratch: the plain plan's is merely unused
+    DeviceInfo info;
+    cudaError_t e = device_info(&info);
+    if (e) return e;
+    TcPlan23 tp;
+    if (tc_plan23(p.B, p.N, p.d, info, &tp)) {
+      auto kernel = FwdTc23<T>::get(tp.tl);
+      const unsigned threads = 32u * (unsigned)tp.tl.nw;
+      if (kernel && cluster_fits(kernel, tp.pl, threads)) {
+        p.R = tp.pl.R, p.bg = tp.pl.bg;
+        return launch(kernel, tp.pl, (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream,
+                      p, threads);
+      }
+    }
+  }
   Plan23 pl;
   cudaError_t e = final_plan<T, BWD>(p.B, p.N, p.d, p.C, &pl);
   if (e) return e;

@@ -27,8 +27,8 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kFwdMaxChunk = 32;  // ~15 KB a block at n=v=32: all blocks of the layer resident
 constexpr int kBwdMaxSeg = 64;                 // ckpt_every limit of the backward
 constexpr size_t kFwdSmem = 48 * 1024;         // forward chunk budget (no opt-in needed)
-constexpr size_t kBwdSmem = 74 * 1024;         // backward budget: 3 blocks per SM on H100/H200
-constexpr size_t kMaxSmem = 200 * 1024;        // what the backward may grow to when it must
+constexpr size_t kBwdSmem = 74 * 1024;         // backward budget when the device cannot be asked
+constexpr size_t kMaxSmem = 200 * 1024;        // and what it may grow to then
 constexpr int kMaxThreads = 512;               // n*v/8 threads a block; the backward's ~100
                                                // registers a thread allow no more
 
@@ -516,15 +516,44 @@ template <typename T, int N> int launch_forward(const Params &p, cudaStream_t st
   return launch_forward_cols<T, N, 1>(p, st);
 }
 
+// The backward's shared memory a block, which sets the replay chunk Lb (a longer chunk replays
+// fewer steps). It must not hold an SM to fewer blocks than the registers allow, up to 3: at the
+// layer's shape 4 blocks of Lb=8 and 3 of Lb=12 run alike and 2 of Lb=16 26% slower. Where the
+// registers allow only one or two blocks (n=64: 512 threads), the chunk takes what they leave
+// (n=64 measured 4439 us at Lb=2 and 3772 at Lb=3). *limit: the most a block may opt into.
+template <typename T, int N> size_t bwd_smem_budget(int nthreads, size_t *limit) {
+  static int regs = -1;  // the kernel's registers a thread, asked once
+  if (regs < 0) {
+    cudaFuncAttributes a{};
+    regs = cudaFuncGetAttributes(&a, e88_backward_kernel<T, N>) ? 0 : a.numRegs;
+  }
+  int dev = 0, per_sm = 0, regs_sm = 0, optin = 0;
+  if (!regs || cudaGetDevice(&dev) ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ||
+      cudaDeviceGetAttribute(&regs_sm, cudaDevAttrMaxRegistersPerMultiprocessor, dev) ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) {
+    cudaGetLastError();
+    *limit = kMaxSmem;
+    return kBwdSmem;
+  }
+  int blocks = regs_sm / (((regs + 7) / 8) * 8 * nthreads);  // registers go by 8 a thread
+  blocks = blocks < 1 ? 1 : blocks > 3 ? 3 : blocks;
+  const size_t budget = (size_t)per_sm / blocks - 1024;  // 1 KB a block is the system's
+  *limit = (size_t)optin;
+  return budget < *limit ? budget : *limit;
+}
+
 template <typename T, int N> int launch_backward(const Params &p0, cudaStream_t st) {
   Params p = p0;
   const int nthreads = p.V * N / R;
   auto bytes = [&](int Lb) {
     return sizeof(float) * (size_t)BwdLayout(N, p.V, p.C, Lb, nthreads).total;
   };
+  size_t limit = 0;
+  const size_t budget = bwd_smem_budget<T, N>(nthreads, &limit);
   int Lb = p.C;
-  while (Lb > 1 && bytes(Lb) > kBwdSmem) Lb--;
-  if (bytes(Lb) > kMaxSmem) return (int)cudaErrorInvalidConfiguration;
+  while (Lb > 1 && bytes(Lb) > budget) Lb--;
+  if (bytes(Lb) > limit) return (int)cudaErrorInvalidConfiguration;
   p.L = Lb;
   const size_t smem = bytes(Lb);
   cudaError_t e = cudaFuncSetAttribute(e88_backward_kernel<T, N>,
