@@ -30,15 +30,12 @@ usage: engine run scripts/profile_e23.lua [options]
 local FLAGS = {dim = "int", ["seq-len"] = "int", batches = "string", batch = "int",
                ["n-slots"] = "int", dtype = "string", reps = "int", params = "string",
                ["train-steps"] = "int", ["train-batch"] = "int", ["train-seq"] = "int", ["train-dim"] = "int",
-               device = "string", prefix = "string", help = "bool"}
+               device = "string", prefix = "string"}
 
 local function fail(msg) engine.cli.fail("profile_e23", msg) end
 
-local o = engine.cli.parse("profile_e23", FLAGS, arg or {...})
-if o.help then
-  print(USAGE)
-  return
-end
+local o = engine.cli.parse("profile_e23", FLAGS, arg or {...}, USAGE)
+if not o then return end
 
 local device = o.device or engine.device()
 local gpu = device:find("^cuda") ~= nil

@@ -29,13 +29,10 @@ usage: engine run scripts/profile_e88.lua [options]
 local FLAGS = {dim = "int", depth = "int", heads = "int", ["n-state"] = "int", batch = "int",
                ["seq-len"] = "int", dtype = "string", iters = "int", warmup = "count",
                optimizer = "bool", device = "string", top = "int", ["peak-tflops"] = "number",
-               ["bandwidth-gbs"] = "number", trace = "string", plot = "string", help = "bool"}
+               ["bandwidth-gbs"] = "number", trace = "string", plot = "string"}
 
-local o = engine.cli.parse("profile_e88", FLAGS, arg or {...})
-if o.help then
-  print(USAGE)
-  return
-end
+local o = engine.cli.parse("profile_e88", FLAGS, arg or {...}, USAGE)
+if not o then return end
 
 local device = o.device or engine.device()
 local gpu = device:find("^cuda") ~= nil

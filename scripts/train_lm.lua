@@ -36,16 +36,12 @@ local FLAGS = {
   ["seq-len"] = "int", lr = "number", warmup = "count", optimizer = "string", schedule = "string",
   ["weight-decay"] = "amount", clip = "amount", bf16 = "bool", seed = "count", device = "string",
   out = "string", ["checkpoint-every"] = "int", resume = "bool", ["log-every"] = "int",
-  help = "bool",
 }
 
 local function fail(msg) engine.cli.fail("train_lm", msg) end
 
-local o = engine.cli.parse("train_lm", FLAGS, arg or {...})
-if o.help then
-  print(USAGE)
-  return
-end
+local o = engine.cli.parse("train_lm", FLAGS, arg or {...}, USAGE)
+if not o then return end
 if not o.data then fail("--data FILE is required") end
 local f = io.open(o.data, "rb")
 if not f then fail("cannot read --data '" .. o.data .. "'") end

@@ -3,6 +3,7 @@
 -- Flags are --name value (or --name alone for "bool"); -h is --help. Kinds: "int" a positive
 -- integer, "count" a non-negative integer, "number" a positive number, "amount" a non-negative
 -- number, "string", "bool". A bad flag prints "prog: message (see --help)" and exits with 2.
+-- Given `usage`, --help (or -h) prints it and parse returns nil: the script then just returns.
 local cli = {}
 
 function cli.fail(prog, msg)
@@ -24,12 +25,12 @@ local function value(prog, name, kind, v)
   return n
 end
 
-function cli.parse(prog, flags, args)
+function cli.parse(prog, flags, args, usage)
   local o, i = {}, 1
   while i <= #args do
     local a = args[i] == "-h" and "--help" or args[i]
     local name = a:match("^%-%-([%w%-]+)$")
-    local kind = name and flags[name]
+    local kind = name and (flags[name] or (usage and name == "help" and "bool"))
     if not kind then cli.fail(prog, "unknown argument '" .. a .. "'") end
     if kind == "bool" then
       o[name], i = true, i + 1
@@ -38,6 +39,10 @@ function cli.parse(prog, flags, args)
       if v == nil then cli.fail(prog, "--" .. name .. " needs a value") end
       o[name], i = value(prog, name, kind, v), i + 2
     end
+  end
+  if usage and o.help then
+    print(usage)
+    return nil
   end
   return o
 end
