@@ -7,15 +7,6 @@ local models, nn, optim = engine.models, engine.nn, engine.optim
 
 local FIXTURE = debug.getinfo(1, "S").source:match("^@(.*)/lua/[^/]*$") .. "/data/design.txt"
 
-local function tmpdir()
-  local path = os.tmpname()
-  os.remove(path)
-  assert(os.execute("mkdir -p " .. path))
-  return path
-end
-
-local function rmdir(path) os.execute("rm -rf '" .. path .. "'") end
-
 local function collector()
   local lines = {}
   return lines, function(s) lines[#lines + 1] = s end
@@ -71,7 +62,7 @@ local function resume_run(out_dir, steps, resume, init_seed)
 end
 
 t.case("resume from a checkpoint gives the same losses as the uninterrupted run", function()
-  local a_dir, b_dir = tmpdir(), tmpdir()
+  local a_dir, b_dir = t.tmpdir(), t.tmpdir()
   local full = resume_run(a_dir, 14, false, 42)
   local first = resume_run(b_dir, 7, false, 42)  -- "killed" after step 7; checkpoint at 7
   for s = 1, 7 do t.eq(first.losses[s], full.losses[s], "step " .. s) end
@@ -81,8 +72,8 @@ t.case("resume from a checkpoint gives the same losses as the uninterrupted run"
   t.eq(second.steps_run, 7)
   for s = 8, 14 do t.eq(second.losses[s], full.losses[s], "step " .. s) end
   t.eq(second.final_loss_last100, full.final_loss_last100)
-  rmdir(a_dir)
-  rmdir(b_dir)
+  t.rmdir(a_dir)
+  t.rmdir(b_dir)
 end)
 
 t.case("a NaN loss stops training and keeps the last good checkpoint", function()
@@ -99,7 +90,7 @@ t.case("a NaN loss stops training and keeps the last good checkpoint", function(
   end
   engine.manual_seed(3)
   local model = NaNAt(models.ladder_lm{layer = "mlp", dim = 8, depth = 1}, 6)
-  local dir = tmpdir()
+  local dir = t.tmpdir()
   local _, quiet = collector()
   local err = t.raises(function()
     engine.train{model = model, data = FIXTURE, batch = 2, seq_len = 8, steps = 20, lr = 1e-3,
@@ -108,7 +99,7 @@ t.case("a NaN loss stops training and keeps the last good checkpoint", function(
   t.truthy(err:find(dir, 1, true), err)
   local _, meta = engine.load(dir .. "/checkpoint.safetensors")
   t.eq(meta.step, "4")
-  rmdir(dir)
+  t.rmdir(dir)
 end)
 
 t.case("a time budget (minutes =) ends the run with a summary", function()

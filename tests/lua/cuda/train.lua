@@ -15,13 +15,6 @@ local function rel_err(a, b)
   return math.sqrt((d * d):sum():item()) / math.max(1e-30, math.sqrt((b * b):sum():item()))
 end
 
-local function tmpdir()
-  local path = os.tmpname()
-  os.remove(path)
-  assert(os.execute("mkdir -p " .. path))
-  return path
-end
-
 -- The same model on the CPU and on CUDA (same initial weights, f32).
 local function twin_models(cfg)
   engine.manual_seed(11)
@@ -156,7 +149,7 @@ t.case("bf16 training on CUDA learns the text; the checkpoint loads on the CPU",
   for _, c in pairs(counts) do h = h - c / #s * math.log(c / #s) end
   engine.manual_seed(1)
   local model = models.ladder_lm{layer = "attention", dim = 128, depth = 2, device = "cuda"}
-  local dir = tmpdir()
+  local dir = t.tmpdir()
   local res = engine.train{model = model, data = FIXTURE, batch = 16, seq_len = 64, lr = 3e-3,
                            steps = 300, bf16 = true, out = dir, log_every = 50,
                            print = function() end}
@@ -186,7 +179,7 @@ t.case("resume on CUDA continues the run", function()
                         steps = steps, schedule = optim.schedule.warmup_cosine{warmup = 5, total = 40},
                         out = dir, resume = resume, log_every = 10, print = function() end}
   end
-  local a, b = tmpdir(), tmpdir()
+  local a, b = t.tmpdir(), t.tmpdir()
   local full = run(a, 40, false, 7)
   run(b, 20, false, 7)
   local second = run(b, 40, true, 123)

@@ -127,6 +127,16 @@ function M.nest(values, shape)
   return build(1)
 end
 
+-- A fresh empty directory (a path under the system's temporary directory), and its removal.
+function M.tmpdir()
+  local path = os.tmpname()
+  os.remove(path)
+  assert(os.execute("mkdir -p " .. path))
+  return path
+end
+
+function M.rmdir(path) os.execute("rm -rf '" .. path .. "'") end
+
 -- A random f64 tensor and its values as nested Lua arrays.
 function M.random_tensor(engine, shape, seed, lo, hi, dtype)
   local n = 1
