@@ -49,9 +49,14 @@ static double *ref_scatter_add(const eng_tensor_t *base, int dim, const double *
   return ref;
 }
 
-static void check_close(const eng_tensor_t *out, const double *ref, eng_dtype_t dt,
-                        const char *what) {
+static void release_all(eng_tensor_t **ts, size_t n) {
+  for (size_t i = 0; i < n; i++) eng_tensor_release(ts[i]);
+}
+
+/* out against the reference values ref (which it frees). */
+static void check_close(const eng_tensor_t *out, double *ref, eng_dtype_t dt, const char *what) {
   double err = t_rel_err(out, ref, eng_tensor_numel(out));
+  free(ref);
   double tol = eng_dtype_is_float(dt) ? t_tol(dt) : 0;
   cr_assert(err <= tol, "%s %s: rel err %g > %g", what, eng_dtype_name(dt), err, tol);
 }
@@ -72,14 +77,9 @@ Test(index_add, repeated_indices_every_dtype_and_dim) {
       eng_tensor_t *idx = t_tensor(iv, &n, 1, k % 2 ? ENG_I32 : ENG_I64), *out = NULL;
       T_OK(eng_op_index_add(base, dim - 3, idx, src, &out)); /* a negative dim */
       cr_assert(out->dtype == dt && eng_shape_equal(out, base));
-      double *ref = ref_index_add(base, dim, iv, src);
-      check_close(out, ref, dt, "index_add");
-      free(ref);
+      check_close(out, ref_index_add(base, dim, iv, src), dt, "index_add");
       free(iv);
-      eng_tensor_release(base);
-      eng_tensor_release(src);
-      eng_tensor_release(idx);
-      eng_tensor_release(out);
+      release_all((eng_tensor_t *[]){base, src, idx, out}, 4);
     }
 }
 
@@ -91,14 +91,9 @@ Test(index_add, embedding_backward_shape) {
   eng_tensor_t *src = t_rand_tensor(sshape, 2, ENG_F32, 7, -1, 1);
   eng_tensor_t *idx = t_tensor(iv, &n, 1, ENG_I64), *out = NULL;
   T_OK(eng_op_index_add(base, 0, idx, src, &out));
-  double *ref = ref_index_add(base, 0, iv, src);
-  check_close(out, ref, ENG_F32, "index_add [7,33] <- [500,33]");
-  free(ref);
+  check_close(out, ref_index_add(base, 0, iv, src), ENG_F32, "index_add [7,33] <- [500,33]");
   free(iv);
-  eng_tensor_release(base);
-  eng_tensor_release(src);
-  eng_tensor_release(idx);
-  eng_tensor_release(out);
+  release_all((eng_tensor_t *[]){base, src, idx, out}, 4);
 }
 
 Test(index_add, non_contiguous_inputs) {
@@ -115,12 +110,9 @@ Test(index_add, non_contiguous_inputs) {
   for (int i = 0; i < 6; i++) iv[i] = iv_all[2 * i];
   T_OK(eng_op_index_add(base, 1, idx, src, &out));
   cr_assert(eng_tensor_is_contiguous(out));
-  double *ref = ref_index_add(base, 1, iv, src);
-  check_close(out, ref, ENG_F64, "index_add, strided");
-  free(ref);
+  check_close(out, ref_index_add(base, 1, iv, src), ENG_F64, "index_add, strided");
   free(iv_all);
-  eng_tensor_t *all[] = {bbase, base, sbase, src, ibase, idx, out};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) eng_tensor_release(all[i]);
+  release_all((eng_tensor_t *[]){bbase, base, sbase, src, ibase, idx, out}, 7);
 }
 
 /* bf16 sums are kept in f32 and rounded once: 256 + 16 ones is 272, where adding in bf16 would
@@ -135,10 +127,7 @@ Test(index_add, bf16_accumulates_in_f32) {
   double got;
   T_OK(eng_tensor_to_f64(out, &got));
   cr_assert_eq(got, 272.0, "bf16 256 + 16 x 1 = %g, want 272", got);
-  eng_tensor_release(base);
-  eng_tensor_release(src);
-  eng_tensor_release(idx);
-  eng_tensor_release(out);
+  release_all((eng_tensor_t *[]){base, src, idx, out}, 4);
 }
 
 Test(scatter_add, dims_0_1_and_last_with_smaller_index) {
@@ -155,14 +144,9 @@ Test(scatter_add, dims_0_1_and_last_with_smaller_index) {
       eng_tensor_t *idx = t_tensor(iv, ishape, 3, k % 2 ? ENG_I64 : ENG_I32), *out = NULL;
       T_OK(eng_op_scatter_add(base, dim, idx, src, &out));
       cr_assert(out->dtype == dt && eng_shape_equal(out, base));
-      double *ref = ref_scatter_add(base, dim, iv, ishape, src);
-      check_close(out, ref, dt, "scatter_add");
-      free(ref);
+      check_close(out, ref_scatter_add(base, dim, iv, ishape, src), dt, "scatter_add");
       free(iv);
-      eng_tensor_release(base);
-      eng_tensor_release(src);
-      eng_tensor_release(idx);
-      eng_tensor_release(out);
+      release_all((eng_tensor_t *[]){base, src, idx, out}, 4);
     }
 }
 
@@ -178,12 +162,9 @@ Test(scatter_add, transposed_src_and_index) {
   for (int i = 0; i < 6; i++)
     for (int j = 0; j < 4; j++) iv[i * 4 + j] = iv_t[j * 6 + i];
   T_OK(eng_op_scatter_add(base, 0, idx, src, &out));
-  double *ref = ref_scatter_add(base, 0, iv, ishape, src);
-  check_close(out, ref, ENG_F32, "scatter_add, transposed");
-  free(ref);
+  check_close(out, ref_scatter_add(base, 0, iv, ishape, src), ENG_F32, "scatter_add, transposed");
   free(iv_t);
-  eng_tensor_t *all[] = {base, sbase, src, ibase, idx, out};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) eng_tensor_release(all[i]);
+  release_all((eng_tensor_t *[]){base, sbase, src, ibase, idx, out}, 6);
 }
 
 Test(scatter, errors) {
@@ -207,6 +188,5 @@ Test(scatter, errors) {
   T_FAILS(eng_op_scatter_add(base, 1, idx2_bad, src, &out), ENG_ERR_INDEX,
           "scatter_add: index 4 out of range for dim 1 of size 4");
   cr_assert(out == NULL);
-  eng_tensor_t *all[] = {base, src, bad_src, idx_bad, idx_ok, idx2, idx2_bad, src64, fidx, u8, u8s};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) eng_tensor_release(all[i]);
+  release_all((eng_tensor_t *[]){base, src, bad_src, idx_bad, idx_ok, idx2, idx2_bad, src64, fidx, u8, u8s}, 11);
 }
