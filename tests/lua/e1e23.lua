@@ -8,6 +8,16 @@ local F = engine.F
 local function sigmoid(v) return 1 / (1 + math.exp(-v)) end
 local function tanh(v) local e = math.exp(2 * v) return (e - 1) / (e + 1) end
 
+-- d loss / d W[i][j] by a central difference of step 1e-6 (W f64, loss a function of a matrix).
+local function central_difference(loss, W, i, j)
+  local eps, Wl = 1e-6, W:tolist()
+  Wl[i][j] = Wl[i][j] + eps
+  local lp = loss(engine.tensor(Wl, {dtype = "f64"}))
+  Wl[i][j] = Wl[i][j] - 2 * eps
+  local lm = loss(engine.tensor(Wl, {dtype = "f64"}))
+  return (lp - lm) / (2 * eps)
+end
+
 -- E1 of one batch row: xw, z nested [T][d], W [d][d], b [d], h0 [d]
 local function e1_ref(XW, Z, W, Bv, H0)
   local h, ys = H0, {}
@@ -56,12 +66,7 @@ t.case("e1_backward matches a finite difference", function()
   local dxw, dz, dW, db, dh0 = F.e1_backward(z, W, nil, hs, dy, nil)
   t.eq(dxw:shape(), {2, 4, 3}); t.eq(dz:shape(), {2, 4, 3}); t.eq(db:shape(), {3}); t.eq(dh0:shape(), {2, 3})
   local function loss(Wt) return (F.e1(xw, z, Wt, b) * dy):sum():item() end
-  local eps, Wl = 1e-6, W:tolist()
-  Wl[2][3] = Wl[2][3] + eps
-  local lp = loss(engine.tensor(Wl, {dtype = "f64"}))
-  Wl[2][3] = Wl[2][3] - 2 * eps
-  local lm = loss(engine.tensor(Wl, {dtype = "f64"}))
-  t.near(dW:tolist()[2][3], (lp - lm) / (2 * eps), 1e-7)
+  t.near(dW:tolist()[2][3], central_difference(loss, W, 2, 3), 1e-7)
 end)
 
 -- E23 of one batch row: tape [N][d]
@@ -143,12 +148,7 @@ t.case("e23_backward matches a finite difference", function()
   t.eq(dxw:shape(), {2, 5, 3}); t.eq(dWh:shape(), {3, 3}); t.eq(db:shape(), {3})
   t.eq(dh0:shape(), {2, 3}); t.eq(dtape0:shape(), {2, 4, 3})
   local function loss(Wt) return (F.e23(xw, Wh, Wt, b, opts) * dhs):sum():item() end
-  local eps, Wl = 1e-6, Ww:tolist()
-  Wl[3][1] = Wl[3][1] + eps
-  local lp = loss(engine.tensor(Wl, {dtype = "f64"}))
-  Wl[3][1] = Wl[3][1] - 2 * eps
-  local lm = loss(engine.tensor(Wl, {dtype = "f64"}))
-  t.near(dWw:tolist()[3][1], (lp - lm) / (2 * eps), 1e-7)
+  t.near(dWw:tolist()[3][1], central_difference(loss, Ww, 3, 1), 1e-7)
 end)
 
 t.case("autograd through e1 and e23 passes gradcheck", function()
