@@ -73,9 +73,12 @@ Test(cuda_e1, odd_shapes_and_dtypes) {
 
 /* The tensor-core kernels (16-bit values, d = 256, 512, 768, 1024) where the shapes above leave
  * them out: f16 (forward only; its backward keeps the f32-state kernel), the 16-CTA tiling of
- * d = 1024, and a last batch group of 8 with only 4 rows (B = 100, d = 256). */
+ * d = 1024, a last batch group of 8 with only 4 rows (B = 100, d = 256), and T = 1 and 2 (the
+ * exchange's first fills: none forward at T = 1, one backward). */
 Test(cuda_e1, tensor_core_paths) {
   SKIP_WITHOUT_GPU();
+  check(4, 1, 512, ENG_BF16, 1, 1, 0);
+  check(4, 2, 512, ENG_BF16, 1, 1, 1);
   check(3, 17, 512, ENG_F16, 1, 1, 0);
   check(4, 32, 1024, ENG_BF16, 1, 1, 0);
   check(100, 5, 256, ENG_BF16, 1, 0, 0);

@@ -244,12 +244,92 @@ struct TcPlace {
   bool fin;
 };
 
+// The tensor-core kernels' dynamic shared memory: two mbarriers (TcExchange) in the first kTcBars
+// bytes (the rest keeps its 128-byte alignment), then tc::Step's.
+constexpr size_t kTcBars = 128;
+
+// The tensor-core kernels' exchange of the state, with no cluster barrier: at step t every CTA
+// st_async's its slice of the new state into state buffer (t + 1) & 1 of every CTA, each 4-byte
+// store completing on the receiver's mbarrier of that buffer. Thread 0 arms a buffer's mbarrier
+// for exactly the bytes one fill brings: 2 parts x rows x D x sizeof(T), rows the group's real
+// batch rows (rows >= B are never stored). Every thread waits on it before the product that reads
+// the buffer; buffer 0 of step 0 is filled locally (no wait).
+// Why the double buffer is safe: CTA Q writes buffer (t + 1) & 1 of CTA P at its step t, after it
+// has received all of step t - 1's fill, which P sends only after the __syncthreads that ends P's
+// step t - 1 product, the last read of that buffer. Likewise a completed fill tells P that all its
+// threads that sum red have done so (each sends after its sum), so the product may overwrite red.
+// A fill's phase is armed right after the wait that ends the buffer's previous phase, before P's
+// own sends of that step, so the next fill cannot start before it is armed nor mix with the last.
+// The kernels send nothing at their last step: a CTA has received every store meant for it when
+// it passes its last wait, and no store targets it after it exits.
+struct TcExchange {
+  uint32_t bar;    // mbarrier 0's shared address; mbarrier 1 follows
+  uint32_t tx;     // bytes of one fill
+  uint32_t phase;  // bit b: the parity of mbarrier b's next phase to complete
+
+  __device__ uint32_t of(int buf) const { return bar + 8u * (uint32_t)buf; }
+
+  // Both mbarriers armed: step 0's fill goes to buffer 1, step 1's to buffer 0. A cluster barrier
+  // must follow before any CTA sends.
+  __device__ void init(unsigned char *smem, uint32_t bytes) {
+    bar = smem_addr(smem), tx = bytes, phase = 0;
+    if (threadIdx.x == 0) {
+      mbar_init(of(0), 1);
+      mbar_init(of(1), 1);
+      fence_mbar_init();
+      mbar_arrive_expect_tx(of(0), tx);
+      mbar_arrive_expect_tx(of(1), tx);
+    }
+  }
+
+  // Before a product reading buffer buf (not step 0's): waits for its fill, then re-arms its
+  // mbarrier for the buffer's next fill (the next step's sends).
+  __device__ void wait(int buf) {
+    mbar_wait(of(buf), (phase >> buf) & 1u);
+    phase ^= 1u << buf;
+    if (threadIdx.x == 0) mbar_arrive_expect_tx(of(buf), tx);
+  }
+};
+
+// stage_rows for the tensor-core kernels with 16-byte loads, when W is 16-byte aligned (r0 and R
+// are multiples of 32 and d of 256, so every octet read is too). tr: Ws[jj][i] = W[i][r0 + jj]; a
+// thread takes rows (i, i + 1) of W by one octet of columns and writes 8 pairs (4-byte stores);
+// consecutive threads take consecutive row pairs, so a warp's stores into a row of Ws are
+// contiguous (no bank conflicts).
+template <typename T>
+__device__ const T *stage_tc(unsigned char *smem, size_t at, const T *W, int64_t d, int64_t r0,
+                             int64_t R, bool tr) {
+  static_assert(sizeof(T) == 2, "16-bit values");
+  T *Ws = reinterpret_cast<T *>(smem + at);
+  if (!tr) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(W + r0 * d);
+    uint4 *dst = reinterpret_cast<uint4 *>(Ws);
+    for (int64_t k = threadIdx.x; k < R * d / 8; k += blockDim.x) dst[k] = src[k];
+    return Ws;
+  }
+  const int64_t pairs = d / 2;
+  for (int64_t k = threadIdx.x; k < pairs * (R / 8); k += blockDim.x) {
+    const int64_t i = 2 * (k % pairs), jj = 8 * (k / pairs);
+    const uint4 a = *reinterpret_cast<const uint4 *>(W + i * d + r0 + jj);
+    const uint4 b = *reinterpret_cast<const uint4 *>(W + (i + 1) * d + r0 + jj);
+    const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, ub[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {  // ua[e] holds W[i][r0 + jj + 2e] (low half) and the next
+      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e) * d + i) = __byte_perm(ua[e], ub[e], 0x5410);
+      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e + 1) * d + i) =
+          __byte_perm(ua[e], ub[e], 0x7632);
+    }
+  }
+  return Ws;
+}
+
 // The tensor-core kernels' prologue: checks that the launch matches the compiled tiling, stages
-// the CTA's slice of W (rows of W^T when tr), keeps the warp's fragments of it in registers, and
-// fills state buffer 0 from v0 (NULL: zero). A cluster barrier must follow before the first step.
+// the CTA's slice of W (rows of W^T when tr), keeps the warp's fragments of it in registers, fills
+// state buffer 0 from v0 (NULL: zero) and sets up the exchange x. smem: the dynamic shared memory
+// (st's starts kTcBars in). A cluster barrier must follow before the first step.
 template <typename T, typename S>
-__device__ TcPlace tc_prologue(S &st, unsigned char *smem, const T *W, bool tr, const T *v0,
-                               int64_t d_arg, int64_t bg, int64_t B, int64_t nt) {
+__device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const T *W, bool tr,
+                               const T *v0, int64_t d_arg, int64_t bg, int64_t B, int64_t nt) {
   constexpr int R = S::R;
   constexpr int64_t d = S::D;
   int rank, cs, group;
@@ -259,8 +339,12 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, const T *W, bool tr, 
   TcPlace pl;
   pl.gb = (int64_t)group * bg;
   int64_t unit;
-  const T *Ws = stage_rows<T, true>(smem, tc::hb_bytes(d), W, d, r0, r0 + R, tr, &unit);
+  unsigned char *ss = smem + kTcBars;
+  const T *Ws = (reinterpret_cast<uintptr_t>(W) & 15) == 0
+                    ? stage_tc<T>(ss, tc::hb_bytes(d), W, d, r0, R, tr)
+                    : stage_rows<T, true>(ss, tc::hb_bytes(d), W, d, r0, r0 + R, tr, &unit);
   st.init_state(v0, pl.gb, bg, B);
+  x->init(smem, (uint32_t)(2 * min(bg, B - pl.gb) * d * (int64_t)sizeof(T)));
   __syncthreads();
   st.load_a(Ws);
   pl.n = (int)threadIdx.x / (R / 2), pl.r = 2 * ((int)threadIdx.x % (R / 2));
@@ -269,71 +353,80 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, const T *W, bool tr, 
   return pl;
 }
 
-// The forward with the per-step product on tensor cores (tc::Step). Thread q finishes slice rows
-// (r, r + 1), r = 2 (q % (R / 2)), of batch row gb + q / (R / 2). Only h's exchange sits before
-// the cluster barrier's arrive; the global stores, y's gate and the loads of the next step's xw and
-// z (needed after its product) go between arrive and wait.
+// The forward with the per-step product on tensor cores (tc::Step) and the exchange of
+// TcExchange. Thread q finishes slice rows (r, r + 1), r = 2 (q % (R / 2)), of batch row
+// gb + q / (R / 2): it sends h first, then stores hs and y and loads the next step's xw and z,
+// raw: they are converted after the next product, so the loads' latency overlaps it.
 template <typename T, int MT, int KS, int NW>
 __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
-  S st(tc_smem);
-  const TcPlace pl = tc_prologue<T>(st, tc_smem, p.W, false, p.h0, p.d, p.bg, p.B, p.nt);
+  S st(tc_smem + kTcBars);
+  TcExchange x;
+  const TcPlace pl = tc_prologue<T>(st, tc_smem, &x, p.W, false, p.h0, p.d, p.bg, p.B, p.nt);
   const int64_t gb = pl.gb, c = pl.c, base = pl.base;
   const int n = pl.n, r = pl.r;
   const bool fin = pl.fin;
-  float bias[2] = {}, xb[2] = {}, zt[2] = {};  // b; step t's xw + b and z
+  float bias[2] = {};
+  T xr[2] = {}, zr[2] = {};  // step t's xw and z as loaded
   auto fetch = [&](int64_t t) {
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-      xb[k] = load(p.xw + base + t * d + k) + bias[k];
-      zt[k] = load(p.z + base + t * d + k);
+      xr[k] = p.xw[base + t * d + k];
+      zr[k] = p.z[base + t * d + k];
     }
   };
   if (fin) {
     bias[0] = load(p.b + c), bias[1] = load(p.b + c + 1);
     fetch(0);
   }
-  sync_all<true>();  // every CTA's state initialized, every slice in registers (red reuses Ws)
+  sync_all<true>();  // every CTA's state and mbarriers initialized (red reuses Ws)
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
-    const float2 hv = st.advance(buf, fin, n, r, c, xb[0], xb[1]);
-    const float h[2] = {hv.x, hv.y};
-    cluster_arrive();
-    if (fin) {
-      const int64_t at = base + t * d;
+    if (t > 0) x.wait(buf);
+    st.product(buf);
+    __syncthreads();
+    if (!fin) continue;
+    const float2 s = st.sum(n, r);
+    const float h[2] = {tanhf(s.x + (load(&xr[0]) + bias[0])),
+                        tanhf(s.y + (load(&xr[1]) + bias[1]))};
+    if (t + 1 < p.nt) st.put_async(buf ^ 1, n, c, h[0], h[1], x.of(buf ^ 1));
+    const int64_t at = base + t * d;
 #pragma unroll
-      for (int k = 0; k < 2; k++) {
-        store(p.hs + at + k, h[k]);
-        store(p.y + at + k, h[k] * zt[k] * sigmoid(zt[k]));
-        if (t == p.nt - 1) store(p.hT + (gb + n) * d + c + k, h[k]);
-      }
-      if (t + 1 < p.nt) fetch(t + 1);
+    for (int k = 0; k < 2; k++) {
+      const float zv = load(&zr[k]);
+      store(p.hs + at + k, h[k]);
+      store(p.y + at + k, h[k] * zv * sigmoid(zv));
+      if (t == p.nt - 1) store(p.hT + (gb + n) * d + c + k, h[k]);
     }
-    cluster_wait();
+    if (t + 1 < p.nt) fetch(t + 1);
   }
 }
 
 // The backward's sequential part on tensor cores: e1_bwd's steps with the product of tc::Step on
-// W^T's slice and dpre's hi and lo parts, the barrier split as in e1_fwd_tc.
+// W^T's slice and dpre's hi and lo parts, exchanged as in e1_fwd_tc (step s sends dpre_t, t =
+// T - 1 - s; step T, which writes dh0, sends nothing).
 template <typename T, int MT, int KS, int NW>
 __global__ void __launch_bounds__(NW * 32) e1_bwd_tc(Bwd<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
-  S st(tc_smem);
-  const TcPlace pl = tc_prologue<T>(st, tc_smem, p.W, true, (const T *)nullptr, p.d, p.bg, p.B, p.nt);
+  S st(tc_smem + kTcBars);
+  TcExchange x;
+  const TcPlace pl =
+      tc_prologue<T>(st, tc_smem, &x, p.W, true, (const T *)nullptr, p.d, p.bg, p.B, p.nt);
   const int64_t gb = pl.gb, c = pl.c, base = pl.base;
   const int n = pl.n, r = pl.r;
   const bool fin = pl.fin;
-  float zv[2] = {}, gy[2] = {}, h[2] = {}, carry[2] = {};  // step t's z, dy, h; the carry into h_t
+  float carry[2] = {};                // the carry into h_t
+  T zr[2] = {}, gr[2] = {}, hr[2] = {};  // step t's z, dy, h as loaded (converted where used)
   auto fetch = [&](int64_t t) {
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-      zv[k] = load(p.z + base + t * d + k);
-      gy[k] = load(p.dy + base + t * d + k);
-      h[k] = load(p.hs + base + t * d + k);
+      zr[k] = p.z[base + t * d + k];
+      gr[k] = p.dy[base + t * d + k];
+      hr[k] = p.hs[base + t * d + k];
     }
   };
   if (fin) {
@@ -345,38 +438,35 @@ __global__ void __launch_bounds__(NW * 32) e1_bwd_tc(Bwd<T> p) {
     const int64_t t = p.nt - 1 - s;
     const int buf = (int)(s & 1);
     if (s > 0) {  // step 0's carry is dh_T
+      x.wait(buf);
       st.product(buf);
       __syncthreads();
     }
-    float dpre[2] = {}, sg[2] = {};
-    if (fin) {
-      if (s > 0) {
-        const float2 sm = st.sum(n, r);
-        carry[0] = sm.x, carry[1] = sm.y;
-      }
-      if (t >= 0) {
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-          sg[k] = sigmoid(zv[k]);
-          dpre[k] = (gy[k] * zv[k] * sg[k] + carry[k]) * (1.f - h[k] * h[k]);
-        }
-        st.put(buf ^ 1, n, c, dpre[0], dpre[1]);
-      }
+    if (!fin) continue;
+    if (s > 0) {
+      const float2 sm = st.sum(n, r);
+      carry[0] = sm.x, carry[1] = sm.y;
     }
-    cluster_arrive();
-    if (fin && t < 0) {
+    if (t < 0) {
       store(p.dh0 + (gb + n) * d + c, carry[0]);
       store(p.dh0 + (gb + n) * d + c + 1, carry[1]);
-    } else if (fin) {
-      const int64_t at = base + t * d;
-#pragma unroll
-      for (int k = 0; k < 2; k++) {
-        store(p.dxw + at + k, dpre[k]);
-        store(p.dz + at + k, gy[k] * h[k] * sg[k] * (1.f + zv[k] * (1.f - sg[k])));
-      }
-      if (t >= 1) fetch(t - 1);
+      continue;
     }
-    cluster_wait();
+    float zv[2], gy[2], h[2], sg[2], dpre[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      zv[k] = load(&zr[k]), gy[k] = load(&gr[k]), h[k] = load(&hr[k]);
+      sg[k] = sigmoid(zv[k]);
+      dpre[k] = (gy[k] * zv[k] * sg[k] + carry[k]) * (1.f - h[k] * h[k]);
+    }
+    st.put_async(buf ^ 1, n, c, dpre[0], dpre[1], x.of(buf ^ 1));
+    const int64_t at = base + t * d;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      store(p.dxw + at + k, dpre[k]);
+      store(p.dz + at + k, gy[k] * h[k] * sg[k] * (1.f + zv[k] * (1.f - sg[k])));
+    }
+    if (t >= 1) fetch(t - 1);
   }
 }
 
@@ -436,7 +526,7 @@ inline bool tc_plan(int64_t B, int64_t d, const DeviceInfo &info, TcPlan *out) {
   for (int cs : {8, 16}) {
     const int64_t R = d / cs;
     for (const tc::Tiling &tl : tc::kTilings) {
-      const size_t smem = tc::smem_bytes(d, R, tl.nw);
+      const size_t smem = kTcBars + tc::smem_bytes(d, R, tl.nw);
       if (R == 32 * tl.mt && d == (int64_t)16 * tl.ks * tl.nw && d % cs == 0 &&
           smem <= (size_t)info.smem_optin) {
         *out = TcPlan{Plan{true, cs, pick_bg(B, cs, info.sms), R, smem, false}, tl};

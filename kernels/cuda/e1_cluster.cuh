@@ -68,6 +68,88 @@ template <bool CL, typename A> __device__ __forceinline__ void put_all(A *local,
   }
 }
 
+// ---- asynchronous exchange: DSMEM stores that complete on the receiver's mbarrier (sm_90) ----
+// Addresses are 32-bit: shared::cta ones from smem_addr, shared::cluster ones from mapa.
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// The address of local shared address `a` in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t mapa(uint32_t a, int rank) {
+#ifdef ENG_ES_NO_CLUSTERS
+  (void)rank;
+  __trap();
+  return a;
+#else
+  uint32_t r;
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+  return r;
+#endif
+}
+
+// Initializes the mbarrier at `bar` for `count` arrivals a phase; fence_mbar_init then makes the
+// initializations visible to the cluster (a cluster barrier must follow before remote use).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#ifdef ENG_ES_NO_CLUSTERS
+  (void)bar, (void)count;
+  __trap();
+#else
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_mbar_init() {
+#ifdef ENG_ES_NO_CLUSTERS
+  __trap();
+#else
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// Arrives on the mbarrier at `bar` and makes its current phase also wait for `bytes` bytes of
+// transactions (st_async's complete_tx).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#ifdef ENG_ES_NO_CLUSTERS
+  (void)bar, (void)bytes;
+  __trap();
+#else
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
+               ::"r"(bar), "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Waits until the phase of parity `parity` of the mbarrier at `bar` has completed; acquires at
+// cluster scope what the remote st_async stores completing it wrote.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#ifdef ENG_ES_NO_CLUSTERS
+  (void)bar, (void)parity;
+  __trap();
+#else
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+#endif
+}
+
+// Stores v at shared::cluster address `remote`; its 4 bytes complete on the mbarrier at
+// shared::cluster address `remote_bar` (in the same CTA as `remote`). No fence, no wait.
+__device__ __forceinline__ void st_async(uint32_t remote, uint32_t v, uint32_t remote_bar) {
+#ifdef ENG_ES_NO_CLUSTERS
+  (void)remote, (void)v, (void)remote_bar;
+  __trap();
+#else
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+               ::"r"(remote), "r"(v), "r"(remote_bar)
+               : "memory");
+#endif
+}
+
 // The CTA's rank in its cluster, the cluster size, and which cluster (batch group) it is in.
 template <bool CL> __device__ __forceinline__ void cluster_pos(int *rank, int *cs, int *group) {
   if constexpr (CL) {

@@ -165,6 +165,26 @@ template <typename T, int MT, int KS, int NW> struct Step {
     put_all<true>(reinterpret_cast<typename P::type *>(row(buf, 1, n) + c),
                   P::pack(v0 - f.x, v1 - f.y), CS);
   }
+
+  // put's stores as st_async (e1_cluster.cuh): no cluster barrier; each CTA's copy of the 8 bytes
+  // completes on that CTA's mbarrier at local shared address `bar`.
+  __device__ __forceinline__ void put_async(int buf, int n, int64_t c, float v0, float v1,
+                                            uint32_t bar) const {
+    using P = Pair<T>;
+    const typename P::type hi = P::pack(v0, v1);
+    const float2 f = P::unpack(hi);
+    const typename P::type lo = P::pack(v0 - f.x, v1 - f.y);
+    const uint32_t uh = *reinterpret_cast<const uint32_t *>(&hi),
+                   ul = *reinterpret_cast<const uint32_t *>(&lo);
+    // A CTA's shared::cluster window is linear: lo lies as far from hi there as here.
+    const uint32_t ah = smem_addr(row(buf, 0, n) + c), dl = (uint32_t)(8 * LD * sizeof(T));
+#pragma unroll
+    for (int q = 0; q < CS; q++) {
+      const uint32_t rh = mapa(ah, q), rb = mapa(bar, q);
+      st_async(rh, uh, rb);
+      st_async(rh + dl, ul, rb);
+    }
+  }
 };
 
 }  // namespace tc
