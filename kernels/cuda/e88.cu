@@ -24,7 +24,8 @@ using namespace eng_kc;
 constexpr int R = 8;           // rows of a column per thread
 constexpr float kEps = 1e-6f;  // the l2 normalization's epsilon
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kFwdMaxChunk = 32;  // ~15 KB a block at n=v=32: all blocks of the layer resident
+constexpr int kFwdMaxChunk = 32;  // steps a chunk (see forward_chunk)
+constexpr int kFwdMinChunk = 8;
 constexpr int kBwdMaxSeg = 64;                 // ckpt_every limit of the backward
 constexpr size_t kFwdSmem = 48 * 1024;         // forward chunk budget (no opt-in needed)
 constexpr size_t kBwdSmem = 74 * 1024;         // backward budget when the device cannot be asked
@@ -105,6 +106,7 @@ struct Params {
   int B, T, H, V, C, nck, L;  // L: steps per chunk (forward) or per replayed chunk (backward)
   int splits;                 // blocks per (b, h), each with V/splits columns (forward only)
   bool l2, lin, gate;
+  bool prefetch;  // backward: the segments' inputs come through fetch_async (see its launcher)
 };
 
 // The thread's place: CPT columns j, j + nslot, .. (jl, jl + nslot, .. within the block's Vb
@@ -169,32 +171,73 @@ __device__ __forceinline__ void stage_row(const T *src, float *dst, bool l2, flo
   if (norm) *norm = nrm;
 }
 
-// Pieces of PW columns of v, g and dy (rows of len steps from row0, columns col0 .. col0+Vb-1),
-// a thread per piece; see stage() for what goes into gf and dyf.
+// Where a chunk's inputs are read from: the tensors in global memory (step u of the chunk at
+// u * qk_step elements from q, k and u * col_step from v, g, dy, which point at the chunk's first
+// step and the block's first column), or their packed copy in shared memory (fetch_async).
+template <typename T> struct Src {
+  const T *q, *k, *v, *g, *dy;
+  int64_t qk_step, col_step;
+  bool rows_vec, cols_vec;  // 16-byte pieces allowed
+};
+
+template <typename T, int N>
+__device__ __forceinline__ Src<T> global_src(const Params &p, int64_t row0, int col0, int Vb) {
+  constexpr int W = 16 / sizeof(T);
+  const int64_t at = row0 * p.V + col0;
+  Src<T> s;
+  s.q = (const T *)p.q + row0 * N, s.k = (const T *)p.k + row0 * N, s.qk_step = (int64_t)p.H * N;
+  s.v = (const T *)p.v + at, s.g = p.g ? (const T *)p.g + at : nullptr;
+  s.dy = p.dy ? (const T *)p.dy + at : nullptr, s.col_step = (int64_t)p.H * p.V;
+  s.rows_vec = (((uintptr_t)p.q | (uintptr_t)p.k) & 15) == 0;
+  s.cols_vec = Vb % W == 0 && (p.V * sizeof(T)) % 16 == 0 &&
+               (((uintptr_t)p.v | (uintptr_t)p.g | (uintptr_t)p.dy) & 15) == 0;
+  return s;
+}
+
+// Pieces of PW columns of v, g and dy (len steps, Vb columns), a thread per piece; see stage()
+// for what goes into gf and dyf.
 template <typename T, int PW>
-__device__ void stage_columns(const Params &p, int64_t row0, int len, int col0, int Vb,
-                              float *vf, float *gf, float *dyf) {
+__device__ void stage_columns(const Src<T> &src, bool gate, int len, int Vb, float *vf, float *gf,
+                              float *dyf) {
   const int per_row = Vb / PW;
   for (int e = threadIdx.x; e < len * per_row; e += blockDim.x) {
     const int u = e / per_row, jj = (e - u * per_row) * PW;
-    const int64_t at = (row0 + (int64_t)u * p.H) * p.V + col0 + jj;
+    const int64_t at = u * src.col_step + jj;
     float v[PW], g[PW], d[PW];
-    load_piece<T, PW>((const T *)p.v + at, v);
-    if (p.gate) load_piece<T, PW>((const T *)p.g + at, g);
-    if (dyf) load_piece<T, PW>((const T *)p.dy + at, d);
+    load_piece<T, PW>(src.v + at, v);
+    if (gate) load_piece<T, PW>(src.g + at, g);
+    if (dyf) load_piece<T, PW>(src.dy + at, d);
     float *vo = vf + u * Vb + jj, *go = gf + u * Vb + jj, *dyo = dyf + u * Vb + jj;
 #pragma unroll
     for (int w = 0; w < PW; w++) {
       vo[w] = v[w];
-      const float x = p.gate ? g[w] : 0.f, sg = sigmoidf_(x), silu = x * sg;
+      const float x = gate ? g[w] : 0.f, sg = sigmoidf_(x), silu = x * sg;
       if (!dyf) {
-        if (p.gate) go[w] = silu;
+        if (gate) go[w] = silu;
         continue;
       }
-      dyo[w] = p.gate ? d[w] * silu : d[w];
-      if (p.gate) go[w] = d[w] * fmaf(silu, 1.f - sg, sg);
+      dyo[w] = gate ? d[w] * silu : d[w];
+      if (gate) go[w] = d[w] * fmaf(silu, 1.f - sg, sg);
     }
   }
+}
+
+// The rows of q, k and the columns of v, g, dy of len steps from src (see stage()); no barrier.
+template <typename T, int N>
+__device__ void stage_from(const Src<T> &src, bool l2, bool gate, int len, int Vb, float *qf,
+                           float *kf, float *qn, float *kn, float *vf, float *gf, float *dyf) {
+  constexpr int W = 16 / sizeof(T);  // elements in 16 bytes
+  static_assert(N % W == 0, "a row of q or k is whole 16-byte pieces");
+  for (int r = threadIdx.x; r < 2 * len; r += blockDim.x) {
+    const bool isk = r < len;
+    const int u = isk ? r : r - len;
+    const T *row = (isk ? src.k : src.q) + u * src.qk_step;
+    float *dst = (isk ? kf : qf) + u * N, *norm = isk ? (kn ? kn + u : nullptr) : (qn ? qn + u : nullptr);
+    if (src.rows_vec) stage_row<T, N, W>(row, dst, l2, norm);
+    else stage_row<T, N, 1>(row, dst, l2, norm);
+  }
+  if (src.cols_vec) stage_columns<T, W>(src, gate, len, Vb, vf, gf, dyf);
+  else stage_columns<T, 1>(src, gate, len, Vb, vf, gf, dyf);
 }
 
 // Stages steps t0 .. t0+len-1 of (b, h): q, k into qf, kf [len][N] (normalized when l2, with the
@@ -208,27 +251,50 @@ template <typename T, int N>
 __device__ void stage(const Params &p, int b, int h, int t0, int len, int col0, int Vb,
                       float *qf, float *kf, float *qn, float *kn, float *vf, float *gf,
                       float *dyf, float *df) {
-  constexpr int W = 16 / sizeof(T);  // elements in 16 bytes
-  static_assert(N % W == 0, "a row of q or k is whole 16-byte pieces");
-  const int tid = threadIdx.x, nt = blockDim.x;
   const int64_t row0 = row_of(p, b, t0, h);  // the row of step t0 + u is row0 + u * H
-  const bool rows_vec = (((uintptr_t)p.q | (uintptr_t)p.k) & 15) == 0;
-  for (int r = tid; r < 2 * len; r += nt) {
-    const bool isk = r < len;
-    const int u = isk ? r : r - len;
-    const T *src = (const T *)(isk ? p.k : p.q) + (row0 + (int64_t)u * p.H) * N;
-    float *dst = (isk ? kf : qf) + u * N, *norm = isk ? (kn ? kn + u : nullptr) : (qn ? qn + u : nullptr);
-    if (rows_vec) stage_row<T, N, W>(src, dst, p.l2, norm);
-    else stage_row<T, N, 1>(src, dst, p.l2, norm);
-  }
-  const bool cols_vec = Vb % W == 0 && (p.V * sizeof(T)) % 16 == 0 &&
-                        (((uintptr_t)p.v | (uintptr_t)p.g | (uintptr_t)p.dy) & 15) == 0;
-  if (cols_vec) stage_columns<T, W>(p, row0, len, col0, Vb, vf, gf, dyf);
-  else stage_columns<T, 1>(p, row0, len, col0, Vb, vf, gf, dyf);
+  stage_from<T, N>(global_src<T, N>(p, row0, col0, Vb), p.l2, p.gate, len, Vb, qf, kf, qn, kn, vf, gf,
+                   dyf);
   const T *dec = (const T *)p.decay;
-  for (int u = tid; u < len; u += nt) df[u] = load(dec + row0 + (int64_t)u * p.H);
+  for (int u = threadIdx.x; u < len; u += blockDim.x) df[u] = load(dec + row0 + (int64_t)u * p.H);
   __syncthreads();
 }
+
+// ---- the backward's prefetch: the next segment's inputs copied raw into shared memory ----
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+// A segment's raw inputs in shared memory: q, k [C][N], v, g, dy [C][V] in T.
+template <typename T> struct Raw {
+  T *q, *k, *v, *g, *dy;
+};
+
+// Starts copying len steps from row0 into raw, 16 bytes a copy (the launcher checked that every
+// piece is 16-byte aligned: prefetchable). cp_async_wait() completes it.
+template <typename T, int N>
+__device__ void fetch_async(const Params &p, int64_t row0, int len, const Raw<T> &raw) {
+  constexpr int W = 16 / sizeof(T), RP = N / W;  // elements a piece, pieces a row
+  for (int e = threadIdx.x; e < 2 * len * RP; e += blockDim.x) {
+    const int r = e / RP, x = (e - r * RP) * W;
+    const bool isk = r < len;
+    const int u = isk ? r : r - len;
+    cp_async16((isk ? raw.k : raw.q) + u * N + x,
+               (const T *)(isk ? p.k : p.q) + (row0 + (int64_t)u * p.H) * N + x);
+  }
+  const int V = p.V, per_row = V / W;
+  for (int e = threadIdx.x; e < len * per_row; e += blockDim.x) {
+    const int u = e / per_row, jj = (e - u * per_row) * W;
+    const int64_t at = (row0 + (int64_t)u * p.H) * V + jj;
+    cp_async16(raw.v + u * V + jj, (const T *)p.v + at);
+    if (p.gate) cp_async16(raw.g + u * V + jj, (const T *)p.g + at);
+    cp_async16(raw.dy + u * V + jj, (const T *)p.dy + at);
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // ---------------- forward ----------------
 
@@ -327,7 +393,7 @@ template <int N> __device__ __forceinline__ void reduce_scatter(float (&a)[2 * R
 
 // The backward's shared memory, in floats, for chunks of Lb steps and segments of C.
 struct BwdLayout {
-  int states, kf, qf, vf, gf, dyf, df, kn, qn, dl, of, red, rdd, total;
+  int states, kf, qf, vf, gf, dyf, df, kn, qn, dl, of, red, rdd, raw, total;
   __host__ __device__ BwdLayout(int N, int V, int C, int Lb, int nthreads) {
     const int nwarps = nthreads / 32;
     states = 0;
@@ -343,7 +409,12 @@ struct BwdLayout {
     df = rdd + nwarps * Lb;
     kn = df + C;
     qn = kn + C;
-    total = qn + C;
+    raw = (qn + C + 3) & ~3;
+    total = raw;
+  }
+  // With prefetch, the raw copy of a segment (Raw: q, k [C][N], v, g, dy [C][V] of T) follows.
+  __host__ __device__ size_t bytes(bool prefetch, int N, int V, int C, size_t tsize) const {
+    return sizeof(float) * (size_t)total + (prefetch ? tsize * (size_t)C * (2 * N + 3 * V) : 0);
   }
 };
 
@@ -369,10 +440,36 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
   // element (b, 0, h, j) of dv and dg, and the distance between steps
   const int64_t at0 = row_of(p, pl.b, 0, pl.h) * V + pl.j, step_elems = (int64_t)p.H * V;
 
+  // With prefetch, segment seg - 1's inputs are copied raw into shared memory while segment seg
+  // runs (its decay waits in a register), as in the forward.
+  Raw<T> raw{};
+  if (p.prefetch) {
+    raw.q = reinterpret_cast<T *>(sm + lay.raw);
+    raw.k = raw.q + C * N, raw.v = raw.k + C * N, raw.g = raw.v + C * V, raw.dy = raw.g + C * V;
+  }
+  const T *dec = (const T *)p.decay;
+  const int64_t row_base = row_of(p, pl.b, 0, pl.h);  // step t is row row_base + t H
+  T dnext{};
+  auto prefetch = [&](int seg) {
+    const int t0 = seg * C, len = min(C, p.T - t0);
+    fetch_async<T, N>(p, row_base + (int64_t)t0 * p.H, len, raw);
+    if (pl.tid < len) dnext = dec[row_base + (int64_t)(t0 + pl.tid) * p.H];
+  };
+  if (p.prefetch) prefetch(p.nck - 1);
   for (int seg = p.nck - 1; seg >= 0; seg--) {
     const int t0 = seg * C, t1 = min(t0 + C, p.T);
-    __syncthreads();  // the previous segment is done with the staged inputs
-    stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, 0, V, qf, kf, qn, kn, vf, gf, dyf, df);
+    if (p.prefetch) {
+      cp_async_wait();
+      __syncthreads();  // the copies landed; the previous segment is done with the staged inputs
+      const Src<T> src{raw.q, raw.k, raw.v, raw.g, raw.dy, N, V, true, true};
+      stage_from<T, N>(src, p.l2, p.gate, t1 - t0, V, qf, kf, qn, kn, vf, gf, dyf);
+      if (pl.tid < t1 - t0) df[pl.tid] = load(&dnext);
+      __syncthreads();
+      if (seg > 0) prefetch(seg - 1);
+    } else {
+      __syncthreads();  // the previous segment is done with the staged inputs
+      stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, 0, V, qf, kf, qn, kn, vf, gf, dyf, df);
+    }
     for (int c1 = t1; c1 > t0; c1 -= Lb) {
       const int c0 = max(t0, c1 - Lb);
       // replay t0 .. c1-1 from the checkpoint, keeping the states of c0 .. c1-1
@@ -494,6 +591,39 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
 
 bool n_supported(int64_t n) { return n == 16 || n == 32 || n == 64; }
 
+// The forward's chunk length. Long chunks amortize the staging's barriers, but the grid's blocks
+// (latency-bound chains) should all be resident at once where they can be: a second wave of a few
+// blocks runs nearly alone after the first (the layer's 1328 blocks at 10 an SM instead of 11:
+// 598 against 381 us). So the longest chunk, up to kFwdMaxChunk and within kFwdSmem, whose shared
+// memory lets ceil(blocks / SMs) blocks (as far as registers and threads allow) share an SM, and
+// at least kFwdMinChunk.
+int forward_chunk(const void *kernel, size_t per_step, int64_t blocks, int nthreads) {
+  int L = (int)(kFwdSmem / per_step);
+  L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
+  int dev = 0, sms = 0, per_sm = 0, reserved = 0, most = 0;
+  if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ||
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&most, kernel, nthreads, 0) || sms < 1 ||
+      most < 1) {
+    cudaGetLastError();
+    return L;
+  }
+  int64_t want = (blocks + sms - 1) / sms;
+  want = want > most ? most : want;
+  const int64_t fit = ((int64_t)per_sm / want - reserved - 16) / (int64_t)per_step;  // 16: alignment
+  if (fit < L) L = fit > kFwdMinChunk ? (int)fit : kFwdMinChunk;
+  return L;
+}
+
+// Whether the backward's fetch_async can copy the inputs: every row and column piece 16-byte
+// aligned, and a segment's decay one register a thread.
+template <typename T> bool prefetchable(const Params &p, int nthreads) {
+  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g |
+                         (uintptr_t)p.dy;
+  return (p.V * sizeof(T)) % 16 == 0 && nthreads >= p.C && (ptrs & 15) == 0;
+}
+
 template <typename T, int N, int CPT> int launch_forward_cols(const Params &p0, cudaStream_t st) {
   Params p = p0;
   // Two blocks per (b, h) where the columns split evenly: with 5.03 heads per SM at the layer's
@@ -502,11 +632,13 @@ template <typename T, int N, int CPT> int launch_forward_cols(const Params &p0, 
   p.splits = p.V % (2 * CW * CPT) == 0 ? 2 : 1;
   const int Vb = p.V / p.splits, nthreads = Vb * N / (R * CPT);
   const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * Vb + 1);
-  int L = (int)(kFwdSmem / per_step);
-  L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
+  const int64_t blocks = (int64_t)p.B * p.H * p.splits;
+  int L = forward_chunk(reinterpret_cast<const void *>(e88_forward_kernel<T, N, CPT>), per_step,
+                        blocks, nthreads);
   if (p.T > 0 && L > p.T) L = p.T;
   p.L = L;
-  e88_forward_kernel<T, N, CPT><<<p.B * p.H * p.splits, nthreads, per_step * (size_t)L, st>>>(p);
+  const size_t smem = per_step * (size_t)L;
+  e88_forward_kernel<T, N, CPT><<<(unsigned)blocks, nthreads, smem, st>>>(p);
   return (int)cudaGetLastError();
 }
 
@@ -546,8 +678,9 @@ template <typename T, int N> size_t bwd_smem_budget(int nthreads, size_t *limit)
 template <typename T, int N> int launch_backward(const Params &p0, cudaStream_t st) {
   Params p = p0;
   const int nthreads = p.V * N / R;
+  p.prefetch = prefetchable<T>(p, nthreads);
   auto bytes = [&](int Lb) {
-    return sizeof(float) * (size_t)BwdLayout(N, p.V, p.C, Lb, nthreads).total;
+    return BwdLayout(N, p.V, p.C, Lb, nthreads).bytes(p.prefetch, N, p.V, p.C, sizeof(T));
   };
   size_t limit = 0;
   const size_t budget = bwd_smem_budget<T, N>(nthreads, &limit);
