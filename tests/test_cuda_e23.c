@@ -2,9 +2,10 @@
  * benchmark shapes (B = 4 and 64, d = 512, N = 8 and 64: cluster kernels, the forward's tape on
  * chip or in global memory), odd ones (T = 1, T = 17, B = 3, d = 100 and 33, N = 5, checkpoint
  * intervals that do not divide T), every dtype (f64: the global-memory kernels), strided inputs,
- * no state / no final gradients, T = 4096 staying finite, and the tensor-core forward (16-bit,
+ * no state / no final gradients, T = 4096 staying finite, the tensor-core forward (16-bit,
  * d = 256 and 512; the bf16 benchmark shapes take it) at d = 256 with an odd N and with 8 batch
- * rows a cluster. Tolerances: bf16/f16 1e-2; f32 3e-5 forward and 2e-4 backward (f32 attention
+ * rows a cluster, and the tensor-core backward (bf16, the same widths) with each of its
+ * placements of dH and the segment store. Tolerances: bf16/f16 1e-2; f32 3e-5 forward and 2e-4 backward (f32 attention
  * and tape updates through up to 512 dependent steps,
  * and the GPU's next-step read scores come from the identity H_new h = (1 - a) H h + a (w . h)
  * instead of a fresh pass, against an f64 reference); f64 1e-9. */
@@ -85,6 +86,19 @@ Test(cuda_e23, tensor_core_paths) {
   SKIP_WITHOUT_GPU();
   check(3, 17, 5, 256, 4, ENG_F16, 1, 1, 0);    /* d = 256 tiling, odd N, C not dividing T */
   check(100, 5, 8, 256, 2, ENG_BF16, 1, 0, 0);  /* 8 batch rows a cluster, the last group part-full */
+}
+
+/* The tensor-core backward (bf16; the benchmark shapes take it too: B = 64 N = 64 with W_write's
+ * slice read from L2, B = 4 N = 64 and B = 64 N = 8 with the segment store in global scratch).
+ * Here: everything on chip (d = 256 odd N, d = 512 without state or final gradients), the segment
+ * store in global scratch with 2 batch rows a cluster and the last group part-full, and dH in
+ * global scratch (N = 520). */
+Test(cuda_e23, tensor_core_backward) {
+  SKIP_WITHOUT_GPU();
+  check(3, 17, 5, 256, 4, ENG_BF16, 1, 1, 0);
+  check(5, 7, 8, 512, 3, ENG_BF16, 0, 0, 0);
+  check(19, 9, 64, 512, 4, ENG_BF16, 1, 1, 0);
+  check(2, 5, 520, 512, 2, ENG_BF16, 1, 1, 0);
 }
 
 Test(cuda_e23, long_sequences_stay_finite) {

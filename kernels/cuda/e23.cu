@@ -2,7 +2,10 @@
 // cuda/e1_cluster.cuh). Each CTA owns units [c0, c1) of d: those rows of the weights and those
 // columns of its batch group's tapes. Warps take one unit (or one slot) at a time; lane g of a
 // warp finishes batch row g. For 16-bit values and d = 256 or 512 the forward runs e23_fwd_tc
-// instead: both per-step products on tensor cores (see "the forward on tensor cores").
+// instead: both per-step products on tensor cores (see "the forward on tensor cores"); for bf16
+// at those widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh).
+#include <type_traits>
+
 #include "cuda/e1_cluster.cuh"
 #include "cuda/e1_mma.cuh"
 #include "cuda/e23.h"
@@ -25,6 +28,7 @@ template <typename T> struct P23 {
   acc_t<T> *scratch;  // per CTA: scratch + blockIdx.x * per_cta
   int64_t per_cta;
   int tape_smem;  // forward: the tape lives in shared memory
+  int tb_ws, tb_dh, tb_seg;  // e23_bwd_tc: W_write's slice, dH, the segment store on chip
 };
 
 // xw + b of a step is prefetched one step ahead (loaded into registers before a step's work,
@@ -543,6 +547,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
         store(p.tapeT + ((gb + n) * N + i) * d + c + k, tape[(n * N + i) * LT + r + k]);
 }
 
+#include "cuda/e23_bwd_tc.cuh"
+
 // ---- the backward ----
 
 template <typename T, int BG, bool CL>
@@ -857,7 +863,83 @@ template <typename T> struct FwdTc23 {
   }
 };
 
+// The tensor-core backward's plan (bf16: the gradients dw and dpre are unbounded, f16's range would
+// lose them): the forward's tiling and batch rows per cluster, fewer rows only where even the
+// smallest on-chip set does not fit. What goes to global scratch (L2) first: the segment store
+// (C slots), then W_write's slice (read once a replay step) if that keeps the store or dH on chip,
+// dH (read and written several times a step) last.
+struct TbPlan23 {
+  Plan pl;
+  tc::Tiling tl;
+  bool ws, dh, seg;
+  int64_t per_cta;
+};
+inline bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, const DeviceInfo &info,
+                      TbPlan23 *out) {
+  if (info.smem_optin <= 0) return false;
+#define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
+  constexpr tc::Tiling tilings[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
+#undef E23_TC_ENTRY
+  constexpr bool places[][3] = {{1, 1, 1}, {1, 1, 0}, {0, 1, 1}, {0, 1, 0}, {1, 0, 0}, {0, 0, 0}};
+  for (const tc::Tiling &tl : tilings) {
+    const int64_t R = 32 * tl.mt;
+    if (d != (int64_t)16 * tl.ks * tl.nw) continue;
+    const int cs = (int)(d / R);
+    for (int g = pick_bg(B, cs, info.sms); g >= 1; g /= 2)
+      for (const auto &pk : places) {
+        const size_t smem = tb_layout(d, N, R, g, cs, tl.nw, C, pk[0], pk[1], pk[2]).total;
+        if (smem <= (size_t)info.smem_optin) {
+          *out = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1], pk[2],
+                          tb_scratch(N, R, g, C, pk[1], pk[2])};
+          return true;
+        }
+      }
+  }
+  return false;
+}
+
+template <typename T> struct BwdTc23 {
+  using fn = void (*)(P23<T>);
+  static fn get(const tc::Tiling &tl) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#define E23_TB_CASE(M_, K_, W_) \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e23_bwd_tc<T, M_, K_, W_>;
+      E23_TC_TILINGS(E23_TB_CASE)
+#undef E23_TB_CASE
+    }
+    (void)tl;
+    return nullptr;
+  }
+};
+
+// The tensor-core backward's plan where it runs for these sizes and buffers: a tiling fits, the
+// clusters can be scheduled, hs allows 16-byte row loads and (W_write's slice off chip) W_write
+// 32-byte fragment loads. The scratch query passes no buffers: it asks for the larger of the two
+// kernels' scratch wherever this plan exists.
+template <typename T>
+bool tb_final(int64_t B, int64_t N, int64_t d, int64_t C, const void *hs, const void *Ww,
+              bool query, TbPlan23 *tp) {
+  DeviceInfo info;
+  if (device_info(&info) || !tb_plan23(B, N, d, C, info, tp)) return false;  // errors: v1 reports
+  if (query) return true;
+  auto kernel = BwdTc23<T>::get(tp->tl);
+  return kernel && reinterpret_cast<uintptr_t>(hs) % 16 == 0 &&
+         (tp->ws || reinterpret_cast<uintptr_t>(Ww) % 32 == 0) &&
+         cluster_fits(kernel, tp->pl, 32u * (unsigned)tp->tl.nw);
+}
+
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
+  if constexpr (BWD && std::is_same_v<T, __nv_bfloat16>) {
+    TbPlan23 tp;
+    if (tb_final<T>(p.B, p.N, p.d, p.C, p.hs_in, p.Ww, false, &tp)) {
+      p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
+      p.tb_ws = tp.ws, p.tb_dh = tp.dh, p.tb_seg = tp.seg;
+      p.scratch = static_cast<acc_t<T> *>(scratch);
+      return launch(BwdTc23<T>::get(tp.tl), tp.pl,
+                    (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
+                    32u * (unsigned)tp.tl.nw);
+    }
+  }
   if constexpr (!BWD && sizeof(T) == 2) {  // needs no scratch: the plain plan's is merely unused
     DeviceInfo info;
     cudaError_t e = device_info(&info);
@@ -892,6 +974,13 @@ extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64
     cudaError_t e = backward ? final_plan<T, true>(B, N, d, C, &pl) : final_plan<T, false>(B, N, d, C, &pl);
     if (e) return (int)e;
     *bytes = (size_t)(pl.per_cta * pl.ctas) * sizeof(acc_t<T>);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      TbPlan23 tp;
+      if (backward && tb_final<T>(B, N, d, C, nullptr, nullptr, true, &tp)) {
+        const size_t tb = (size_t)(tp.per_cta * ((B + tp.pl.bg - 1) / tp.pl.bg) * tp.pl.cs) * sizeof(float);
+        *bytes = tb > *bytes ? tb : *bytes;
+      }
+    }
   })
   return 0;
 }
