@@ -73,8 +73,10 @@ Test(cuda_e1, odd_shapes_and_dtypes) {
 
 /* The tensor-core kernels (16-bit values, d = 256, 512, 768, 1024) where the shapes above leave
  * them out: f16 (forward only; its backward keeps the f32-state kernel), the 16-CTA tiling of
- * d = 1024, a last batch group of 8 with only 4 rows (B = 100, d = 256), and T = 1 and 2 (the
- * exchange's first fills: none forward at T = 1, one backward). */
+ * d = 1024, a last batch group of 8 with only 4 rows (B = 100, d = 256: the unpacked product;
+ * every other shape here has groups of at most 4 rows, packed), a packed last group of 4 with
+ * one row (B = 33, d = 512), and T = 1 and 2 (the exchange's first fills: none forward at T = 1,
+ * one backward). */
 Test(cuda_e1, tensor_core_paths) {
   SKIP_WITHOUT_GPU();
   check(4, 1, 512, ENG_BF16, 1, 1, 0);
@@ -82,6 +84,7 @@ Test(cuda_e1, tensor_core_paths) {
   check(3, 17, 512, ENG_F16, 1, 1, 0);
   check(4, 32, 1024, ENG_BF16, 1, 1, 0);
   check(100, 5, 256, ENG_BF16, 1, 0, 0);
+  check(33, 3, 512, ENG_BF16, 1, 1, 0);
 }
 
 Test(cuda_e1, long_sequences_stay_finite) {

@@ -334,7 +334,7 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const 
   constexpr int64_t d = S::D;
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || d_arg != d) __trap();  // the plan picks the tiling of d
+  if (cs != S::CS || d_arg != d || bg > S::NR) __trap();  // the plan picks the tiling and PACK
   const int64_t r0 = (int64_t)rank * R;
   TcPlace pl;
   pl.gb = (int64_t)group * bg;
@@ -357,9 +357,9 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const 
 // TcExchange. Thread q finishes slice rows (r, r + 1), r = 2 (q % (R / 2)), of batch row
 // gb + q / (R / 2): it sends h first, then stores hs and y and loads the next step's xw and z,
 // raw: they are converted after the next product, so the loads' latency overlaps it.
-template <typename T, int MT, int KS, int NW>
+template <typename T, int MT, int KS, int NW, bool PACK>
 __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
-  using S = tc::Step<T, MT, KS, NW>;
+  using S = tc::Step<T, MT, KS, NW, PACK>;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
   S st(tc_smem + kTcBars);
@@ -407,9 +407,9 @@ __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
 // The backward's sequential part on tensor cores: e1_bwd's steps with the product of tc::Step on
 // W^T's slice and dpre's hi and lo parts, exchanged as in e1_fwd_tc (step s sends dpre_t, t =
 // T - 1 - s; step T, which writes dh0, sends nothing).
-template <typename T, int MT, int KS, int NW>
+template <typename T, int MT, int KS, int NW, bool PACK>
 __global__ void __launch_bounds__(NW * 32) e1_bwd_tc(Bwd<T> p) {
-  using S = tc::Step<T, MT, KS, NW>;
+  using S = tc::Step<T, MT, KS, NW, PACK>;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
   S st(tc_smem + kTcBars);
@@ -516,10 +516,12 @@ cudaError_t plan_for(int64_t B, int64_t d, int na, const DeviceInfo &info, Plan 
 }
 
 // The tensor-core plan (16-bit T): a cluster of cs = 8 (or 16) CTAs whose R = d / cs rows and d
-// match a tiling of e1_mma.cuh, with its shared memory within the opt-in limit.
+// match a tiling of e1_mma.cuh, with its shared memory within the opt-in limit. pack: the
+// group's hi and lo parts share the mma's 8 columns (tc::Step's PACK), for bg <= 4.
 struct TcPlan {
   Plan pl;
   tc::Tiling tl;
+  bool pack;
 };
 inline bool tc_plan(int64_t B, int64_t d, const DeviceInfo &info, TcPlan *out) {
   if (info.smem_optin <= 0) return false;
@@ -529,7 +531,8 @@ inline bool tc_plan(int64_t B, int64_t d, const DeviceInfo &info, TcPlan *out) {
       const size_t smem = kTcBars + tc::smem_bytes(d, R, tl.nw);
       if (R == 32 * tl.mt && d == (int64_t)16 * tl.ks * tl.nw && d % cs == 0 &&
           smem <= (size_t)info.smem_optin) {
-        *out = TcPlan{Plan{true, cs, pick_bg(B, cs, info.sms), R, smem, false}, tl};
+        const int bg = pick_bg(B, cs, info.sms);
+        *out = TcPlan{Plan{true, cs, bg, R, smem, false}, tl, bg <= 4};
         return true;
       }
     }
@@ -548,7 +551,7 @@ cudaError_t run(P p, int64_t B, int64_t d, int na, cudaStream_t stream) {
   if (e) return e;
   TcPlan tp;
   if (sizeof(T) == 2 && tc_plan(B, d, info, &tp)) {
-    auto kernel = TK<T>::get(tp.tl);
+    auto kernel = TK<T>::get(tp.tl, tp.pack);
     const unsigned threads = 32u * (unsigned)tp.tl.nw;
     if (kernel && cluster_fits(kernel, tp.pl, threads)) {
       p.R = tp.pl.R, p.bg = tp.pl.bg;
@@ -600,23 +603,26 @@ cudaError_t run(P p, int64_t B, int64_t d, int na, cudaStream_t stream) {
 ES_PICKER(FwdK, e1_fwd, Fwd)
 ES_PICKER(BwdK, e1_bwd, Bwd)
 
-// Tensor-core kernel pickers: the instantiation for a tiling, or none. The backward's state, dpre,
-// is not bounded like h: f16's range and subnormals would lose it, so it runs for bf16 only.
+// Tensor-core kernel pickers: the instantiation for a tiling and PACK, or none. The backward's
+// state, dpre, is not bounded like h: f16's range and subnormals would lose it, so it runs for
+// bf16 only.
 #define ES_TC_PICKER(NAME, PARAMS, CASE, TYPES)                                                 \
   template <typename T> struct NAME {                                                          \
     using fn = void (*)(PARAMS<T>);                                                            \
-    static fn get(const tc::Tiling &tl) {                                                      \
+    static fn get(const tc::Tiling &tl, bool pack) {                                           \
       if constexpr (TYPES) {                                                                   \
         ENG_E1_TC_TILINGS(CASE)                                                                \
       }                                                                                        \
-      (void)tl;                                                                                \
+      (void)tl, (void)pack;                                                                    \
       return nullptr;                                                                          \
     }                                                                                          \
   };
-#define ES_TC_FWD(M_, K_, W_) \
-  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e1_fwd_tc<T, M_, K_, W_>;
-#define ES_TC_BWD(M_, K_, W_) \
-  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e1_bwd_tc<T, M_, K_, W_>;
+#define ES_TC_FWD(M_, K_, W_)                    \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) \
+    return pack ? e1_fwd_tc<T, M_, K_, W_, true> : e1_fwd_tc<T, M_, K_, W_, false>;
+#define ES_TC_BWD(M_, K_, W_)                    \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) \
+    return pack ? e1_bwd_tc<T, M_, K_, W_, true> : e1_bwd_tc<T, M_, K_, W_, false>;
 ES_TC_PICKER(FwdTc, Fwd, ES_TC_FWD, sizeof(T) == 2)
 ES_TC_PICKER(BwdTc, Bwd, ES_TC_BWD, (std::is_same_v<T, __nv_bfloat16>))
 

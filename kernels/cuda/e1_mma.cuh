@@ -12,6 +12,10 @@
 // Shared memory: hb [2 steps][hi, lo][8][d + 8] T, then the matrix slice Ws [R][d] T; once the
 // fragments are loaded, Ws's space holds the partial sums red [NW][8][R + 4] f32 (column-major
 // tiles). The paddings keep the B fragment loads and the tile stores free of bank conflicts.
+//
+// PACK (BG <= 4): the 8 columns are [hi of batch rows 0..3, lo of batch rows 0..3], so one mma
+// per (row tile, k slice) forms both products and a batch row's sum adds columns n and n + 4.
+// A buffer is then one 8-row tile, [hi, lo][4][d + 8]: hb uses half of hb_bytes.
 #pragma once
 
 #include <mma.h>
@@ -61,9 +65,10 @@ template <> struct Pair<__half> {
   static __device__ __forceinline__ float2 unpack(type v) { return __half22float2(v); }
 };
 
-template <typename T, int MT, int KS, int NW> struct Step {
+template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
   static constexpr int R = 32 * MT, D = 16 * KS * NW, CS = D / R;  // CS CTAs a cluster
   static constexpr int64_t LD = ldh(D);
+  static constexpr int NR = PACK ? 4 : 8;  // batch rows a part holds
   static_assert(NW >= 4 * MT, "one pair of rows per thread needs 8 R / 2 <= 32 NW");
   using FA = wmma::fragment<wmma::matrix_a, 32, 8, 16, T, wmma::row_major>;
   using FB = wmma::fragment<wmma::matrix_b, 32, 8, 16, T, wmma::col_major>;
@@ -80,13 +85,13 @@ template <typename T, int MT, int KS, int NW> struct Step {
 
   // Batch row n of part `part` (0 hi, 1 lo) of state buffer `buf`: B(k, n) of the product.
   __device__ __forceinline__ T *row(int buf, int part, int n) const {
-    return hb + ((buf * 2 + part) * 8 + n) * LD;
+    return hb + ((buf * 2 + part) * NR + n) * LD;
   }
 
   // Buffer 0 from v0 [rows of the batch, D] at batch rows gb .. gb + bg - 1 (< B; NULL: zero),
   // buffer 1 and every other column zero. Local; a barrier follows.
   __device__ void init_state(const T *v0, int64_t gb, int64_t bg, int64_t B) {
-    for (int64_t k = threadIdx.x; k < 8 * LD; k += blockDim.x) {
+    for (int64_t k = threadIdx.x; k < NR * LD; k += blockDim.x) {
       const int64_t n = k / LD, c = k % LD;
       const float v = v0 && n < bg && gb + n < B && c < D ? load(v0 + (gb + n) * D + c) : 0.f;
       store(row(0, 0, 0) + k, v);
@@ -115,13 +120,20 @@ template <typename T, int MT, int KS, int NW> struct Step {
 #pragma unroll
     for (int s = 0; s < KS; s++) {
       const int k0 = (warp * KS + s) * 16;
-      FB bh, bl;
-      wmma::load_matrix_sync(bh, hi + k0, (unsigned)LD);
-      wmma::load_matrix_sync(bl, lo + k0, (unsigned)LD);
+      if constexpr (PACK) {  // hi's 4 rows and lo's 4 are one 8-column tile
+        FB b;
+        wmma::load_matrix_sync(b, hi + k0, (unsigned)LD);
 #pragma unroll
-      for (int m = 0; m < MT; m++) {
-        wmma::mma_sync(c[m], a[m][s], bh, c[m]);
-        wmma::mma_sync(c[m], a[m][s], bl, c[m]);
+        for (int m = 0; m < MT; m++) wmma::mma_sync(c[m], a[m][s], b, c[m]);
+      } else {
+        FB bh, bl;
+        wmma::load_matrix_sync(bh, hi + k0, (unsigned)LD);
+        wmma::load_matrix_sync(bl, lo + k0, (unsigned)LD);
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+          wmma::mma_sync(c[m], a[m][s], bh, c[m]);
+          wmma::mma_sync(c[m], a[m][s], bl, c[m]);
+        }
       }
     }
 #pragma unroll
@@ -130,13 +142,18 @@ template <typename T, int MT, int KS, int NW> struct Step {
                               wmma::mem_col_major);
   }
 
-  // The product at slice rows (r, r + 1) (r even) for batch row n: the warps' parts added.
+  // The product at slice rows (r, r + 1) (r even) for batch row n: the warps' parts added (and
+  // under PACK the hi and lo columns n and n + 4).
   __device__ __forceinline__ float2 sum(int n, int r) const {
     float2 v = make_float2(0.f, 0.f);
 #pragma unroll
     for (int w = 0; w < NW; w++) {
       const float2 q = *reinterpret_cast<const float2 *>(red + (w * 8 + n) * ldr(R) + r);
       v.x += q.x, v.y += q.y;
+      if constexpr (PACK) {
+        const float2 l = *reinterpret_cast<const float2 *>(red + (w * 8 + n + 4) * ldr(R) + r);
+        v.x += l.x, v.y += l.y;
+      }
     }
     return v;
   }
@@ -177,7 +194,7 @@ template <typename T, int MT, int KS, int NW> struct Step {
     const uint32_t uh = *reinterpret_cast<const uint32_t *>(&hi),
                    ul = *reinterpret_cast<const uint32_t *>(&lo);
     // A CTA's shared::cluster window is linear: lo lies as far from hi there as here.
-    const uint32_t ah = smem_addr(row(buf, 0, n) + c), dl = (uint32_t)(8 * LD * sizeof(T));
+    const uint32_t ah = smem_addr(row(buf, 0, n) + c), dl = (uint32_t)(NR * LD * sizeof(T));
 #pragma unroll
     for (int q = 0; q < CS; q++) {
       const uint32_t rh = mapa(ah, q), rb = mapa(bar, q);
