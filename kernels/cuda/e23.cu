@@ -6,6 +6,7 @@
 // at those widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh).
 #include <type_traits>
 
+#include "cuda/async_fill.cuh"
 #include "cuda/e1_cluster.cuh"
 #include "cuda/e1_mma.cuh"
 #include "cuda/e23.h"
@@ -373,11 +374,12 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
 #define E23_TC_TILINGS(X) X(1, 4, 4) X(2, 4, 8)
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial scores
-// part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], and the tape [bg][N][R + 4]
-// (rows padded so the scores' 16-byte row loads are free of bank conflicts). The weight slices
-// are staged, one after the other, over everything from red on before the fragments are loaded.
+// part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the tape [bg][N][R + 4]
+// (rows padded so the scores' 16-byte row loads are free of bank conflicts) and three mbarriers.
+// The weight slices are staged, one after the other, over everything from red on before the
+// fragments are loaded (the mbarriers are initialized after).
 struct TcLay {
-  size_t red, part, rbuf, abuf, hl, wl, tape, total;
+  size_t red, part, rbuf, abuf, hl, wl, tape, bars, total;
 };
 __host__ __device__ constexpr int64_t tc_ldt(int64_t R) { return R + 4; }
 __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
@@ -396,6 +398,7 @@ __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int6
   l.hl = take((size_t)bg * R * sizeof(float));
   l.wl = take((size_t)bg * R * sizeof(float));
   l.tape = take((size_t)bg * N * tc_ldt(R) * sizeof(float));
+  l.bars = take(3 * 8);  // the exchanges' mbarriers: h (2 buffers), the partial scores (1)
   const size_t ws = l.red + (size_t)R * d * 2;
   l.total = at > ws ? at : ws;
   return l;
@@ -431,6 +434,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   __syncthreads();
   sw.load_a(Ws);
   __syncthreads();
+  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1: hi and lo of the group's real rows
+  AsyncFills<1> px;  // a step's partial scores into part: every CTA's bg x (N + 1)
+  hx.init(tc_smem + l.bars, (uint32_t)(2 * min(bg, B - gb) * d * (int64_t)sizeof(T)));
+  px.init(tc_smem + l.bars + 16, (uint32_t)(cs * bg * (N + 1) * (int64_t)sizeof(float)));
   for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
     const int64_t bi = gb + k / R;
     hl[k] = p.h0 && bi < B ? load(p.h0 + bi * d + r0 + k % R) : 0.f;
@@ -448,16 +455,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   const bool fin = n < bg && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
   const float scale = 1.f / sqrtf((float)d);
-  float bias[2] = {}, xb[2] = {}, u[2] = {};  // b; step t's xw + b; its read (H^T r) at (c, c + 1)
+  float bias[2] = {}, u[2] = {};  // b; step t's read (H^T r) at (c, c + 1)
+  T xr[2] = {};  // step t's xw as loaded: converted after the product, so the load overlaps it
   auto fetch = [&](int64_t t) {
 #pragma unroll
-    for (int k = 0; k < 2; k++) xb[k] = load(p.xw + base + t * d + k) + bias[k];
+    for (int k = 0; k < 2; k++) xr[k] = p.xw[base + t * d + k];
   };
   if (fin && p.nt > 0) {
     bias[0] = load(p.b + c), bias[1] = load(p.b + c + 1);
     fetch(0);
   }
-  // This CTA's partial scores of every batch row into every CTA's part (slot N only for a step).
+  // This CTA's partial scores of every batch row into every CTA's part (slot N only for a step):
+  // a step's as st_async stores counted by px, the initial ones before a cluster barrier.
   auto scores = [&](bool step) {
     const int tasks = (int)(bg * (N + 1)), slots = (int)N + 1;
     for (int k = (int)threadIdx.x; k < tasks; k += (int)blockDim.x) {
@@ -472,7 +481,13 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
         const float4 a = row[q], b = hv[q];
         s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
       }
-      put_all<true>(part + (rank * bg + g) * (N + 1) + i, s, cs);
+      float *at = part + (rank * bg + g) * (N + 1) + i;
+      if (!step) {
+        put_all<true>(at, s, cs);
+        continue;
+      }
+      const uint32_t a = smem_addr(at);
+      for (int q = 0; q < cs; q++) st_async(mapa(a, q), __float_as_uint(s), mapa(px.of(0), q));
     }
   };
   auto attend = [&](bool step) {
@@ -495,13 +510,23 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   attend(false);
   if (fin) read();
   int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
+  // A step: h_t = tanh(W_h h_{t-1} + xw + b + u) into state buffer (t + 1) & 1 of every CTA; w =
+  // W_write h_t (all CTAs' h_t: after hx's wait); the partial scores into every CTA's part (after
+  // px's wait: the softmax). Why no CTA refills a buffer another still reads, without a cluster
+  // barrier: CTA Q fills buffer (t + 1) & 1 at step t after its wait for step t - 1's fill, which
+  // CTA P sends only after its step t - 1 product over that buffer (P's step t - 2 W_write product
+  // read it before); Q fills part at step t after its wait for h_t, which P sends only after its
+  // step t - 1 softmax read part. Every fill is waited for, so none targets an exited CTA.
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
-    const float2 hv = sh.advance(buf, fin, n, r, c, xb[0] + u[0], xb[1] + u[1]);
-    const float h[2] = {hv.x, hv.y};
-    if (fin) *reinterpret_cast<float2 *>(hl + n * R + r) = hv;
-    cluster_arrive();
+    sh.product(buf);
+    __syncthreads();
     if (fin) {
+      const float2 s = sh.sum(n, r);
+      const float h[2] = {tanhf(s.x + load(&xr[0]) + bias[0] + u[0]),
+                          tanhf(s.y + load(&xr[1]) + bias[1] + u[1])};
+      *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);
+      sh.put_async(buf ^ 1, n, c, h[0], h[1], hx.of(buf ^ 1));
       const int64_t at = base + t * d;
 #pragma unroll
       for (int k = 0; k < 2; k++) {
@@ -510,7 +535,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
       }
       if (t + 1 < p.nt) fetch(t + 1);
     }
-    cluster_wait();
+    hx.wait(buf ^ 1);
     sw.product(buf ^ 1);
     __syncthreads();
     float w[2] = {};
@@ -521,7 +546,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     }
     __syncthreads();
     scores(true);
-    sync_all<true>();
+    px.wait(0);
     attend(true);
     if (fin) {  // the write H <- (1 - a) H + a w^T of this thread's columns, then the next read
       const bool ck = t + 1 == next_ck && t + 1 < p.nt;

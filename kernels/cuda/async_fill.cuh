@@ -1,0 +1,43 @@
+// Shared-memory buffers that the CTAs of a cluster fill for each other with st_async stores
+// (cuda/e1_cluster.cuh), counted on the receiver's mbarriers instead of a cluster barrier (whose
+// release costs a GPU-scope membar on Hopper). One mbarrier a buffer; thread 0 arms it for the
+// exact bytes of one fill; every thread that reads the buffer waits for its fill first, and
+// thread 0 then re-arms it for the buffer's next fill. A remote fill may start before the re-arm:
+// its bytes count against the phase, which cannot complete before thread 0's arrival.
+// Whether a CTA may refill a buffer that another CTA still reads follows from the order of each
+// kernel's sends and waits: its users say why theirs is safe.
+#pragma once
+
+#include "cuda/e1_cluster.cuh"
+
+namespace eng_kc {
+namespace es {
+
+template <int NB> struct AsyncFills {
+  uint32_t bar;    // mbarrier 0's shared address; mbarrier b is 8 b bytes further
+  uint32_t tx;     // bytes of one fill
+  uint32_t phase;  // bit b: the parity of mbarrier b's next phase to complete
+
+  __device__ uint32_t of(int b) const { return bar + 8u * (uint32_t)b; }
+
+  // bars: NB * 8 bytes of shared memory, 8-byte aligned. Arms every buffer's first fill; a
+  // cluster barrier must follow before any CTA sends.
+  __device__ void init(void *bars, uint32_t bytes) {
+    bar = smem_addr(bars), tx = bytes, phase = 0;
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < NB; b++) mbar_init(of(b), 1);
+      fence_mbar_init();
+      for (int b = 0; b < NB; b++) mbar_arrive_expect_tx(of(b), tx);
+    }
+  }
+
+  // Waits for buffer b's fill, then re-arms its mbarrier for the next one.
+  __device__ void wait(int b) {
+    mbar_wait(of(b), (phase >> b) & 1u);
+    phase ^= 1u << b;
+    if (threadIdx.x == 0) mbar_arrive_expect_tx(of(b), tx);
+  }
+};
+
+}  // namespace es
+}  // namespace eng_kc
