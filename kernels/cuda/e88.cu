@@ -307,8 +307,11 @@ __global__ void e88_forward_kernel(Params p) {
   const int V = p.V, L = p.L, Vb = pl.Vb, ns = pl.nslot;
   extern __shared__ float4 smem4[];
   float *kf = reinterpret_cast<float *>(smem4), *qf = kf + L * N, *vf = qf + L * N,
-        *gf = vf + L * Vb, *yf = gf + L * Vb, *df = yf + L * Vb;
+        *gf = vf + L * Vb, *df = gf + L * Vb;
   const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
+  // y of the thread's first column at the current step (row group 0 stores it from the loop)
+  T *yp = (T *)p.y + row_of(p, pl.b, 0, pl.h) * V + pl.j;
+  const int64_t ystep = (int64_t)p.H * V;
   float s[CPT][R];
 #pragma unroll
   for (int c = 0; c < CPT; c++)
@@ -350,17 +353,12 @@ __global__ void e88_forward_kernel(Params p) {
 #pragma unroll
         for (int c = 0; c < CPT; c++) {
           const int at = u * Vb + pl.jl + c * ns;
-          yf[at] = p.gate ? x[c] * gf[at] : x[c];
+          store(yp + c * ns, p.gate ? x[c] * gf[at] : x[c]);
         }
       }
+      yp += ystep;
     }
-    __syncthreads();
-    T *y = (T *)p.y;
-    for (int e = pl.tid; e < len * Vb; e += blockDim.x) {
-      const int u = e / Vb, jj = e - u * Vb;
-      store(y + row_of(p, pl.b, t0 + u, pl.h) * V + pl.col0 + jj, yf[e]);
-    }
-    // the next chunk's staging rewrites only kf..gf, df; yf is rewritten after its barriers
+    __syncthreads();  // every warp done with the chunk's staged inputs
   }
   if (p.S_T) {
 #pragma unroll
@@ -631,7 +629,7 @@ template <typename T, int N, int CPT> int launch_forward_cols(const Params &p0, 
   constexpr int CW = Geo<N>::CW;
   p.splits = p.V % (2 * CW * CPT) == 0 ? 2 : 1;
   const int Vb = p.V / p.splits, nthreads = Vb * N / (R * CPT);
-  const size_t per_step = sizeof(float) * (size_t)(2 * N + 3 * Vb + 1);
+  const size_t per_step = sizeof(float) * (size_t)(2 * N + 2 * Vb + 1);
   const int64_t blocks = (int64_t)p.B * p.H * p.splits;
   int L = forward_chunk(reinterpret_cast<const void *>(e88_forward_kernel<T, N, CPT>), per_step,
                         blocks, nthreads);
