@@ -8,30 +8,29 @@
 // each as hi and lo parts, written into every CTA. Each segment of C steps is replayed from its
 // checkpoint with h_t taken from hs: w_t = W_write h_t (a product with the W_write slice read from
 // shared memory, or L2, per step; h_t is exact in bf16, so no lo part), the scores H_t h_t and
-// w . h_t summed over the cluster (one cluster barrier), a_t and r_{t+1} from them as in the
-// forward, and H_{t+1} = (1 - a) H_t + a w^T into the segment store. The walk back then takes two
-// cluster barriers a step: one for dw and the partial da = dH . (w - H), one for dpre and the
-// partial dr = H . dpre.
+// w . h_t summed over the cluster, a_t and r_{t+1} from them as in the forward, and H_{t+1} =
+// (1 - a) H_t + a w^T into the segment store. The walk back then exchanges twice a step: dw and
+// the partial da = dH . (w - H), then dpre and the partial dr = H . dpre.
 //
 // Arrays indexed by slot i, batch row g and unit jj are laid out [i][g][R] (f32): the pair thread
 // reads float2 at (g = n, jj = c - r0), the slot thread float4 runs along jj. The tape gradient
 // dH [N][bg][R] and the segment store seg [C][N + 1][bg][R] (slot N: w_t) live in shared memory
 // when they fit, else in the CTA's global scratch (L2); the W_write slice, else read from W_write.
 //
-// Buffers across CTAs: in the walk dw (state buffer 0) and the partial da (part1) are written
-// before barrier 1 and read between barriers 1 and 2, dpre (buffer 1) and dr (part2) written
-// between 1 and 2 and read after 2; every CTA has read each before the barrier that lets another
-// CTA write it again, so one copy of each suffices. The replay has one barrier a step: its
-// partial scores alternate between part1 and part2. Cluster barriers open each segment's replay
-// (the first one also the kernel's first remote store) and its walk.
+// A step's exchanges are st_async fills counted on the receiver's mbarriers (cuda/async_fill.cuh:
+// no cluster barrier, whose release costs a GPU-scope membar a step on Hopper); why no CTA
+// refills a buffer that another still reads is argued at the fills. Cluster barriers only open
+// each segment's replay (the first one also publishes the mbarriers' initialization, before any
+// remote store), its initial scores and its walk; every fill is waited for before the next one.
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the W_write slice
 // [R][d] bf16 (when ws), the partial sums part1/part2 [cs][bg][N + 1], a [C][bg][N], r
 // [C + 1][bg][N], the softmax gradients dsa/dsr [bg][N], h, w and dpre of the CTA's units
-// [bg][R], then dH and seg when on chip. The transposed slices are staged at wsl (or, without
-// ws, over everything from red on) before their fragments are loaded.
+// [bg][R], then dH and seg when on chip, and the fills' six mbarriers. The transposed slices are
+// staged at wsl (or, without ws, over everything from red on) before their fragments are loaded
+// (the mbarriers are initialized after).
 struct TbLay {
-  size_t red, wsl, part1, part2, as, rs, dsa, dsr, hl, wl, dpl, dh, seg, total;
+  size_t red, wsl, part1, part2, as, rs, dsa, dsr, hl, wl, dpl, dh, seg, bars, total;
 };
 __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
                                            int nw, int64_t C, bool ws, bool dh_on, bool seg_on) {
@@ -56,6 +55,7 @@ __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int6
   l.dpl = take(slot);
   l.dh = dh_on ? take((size_t)N * slot) : 0;
   l.seg = seg_on ? take((size_t)C * (N + 1) * slot) : 0;
+  l.bars = take(6 * 8);
   const size_t staged = l.red + (size_t)R * d * 2;
   l.total = at > staged ? at : staged;
   return l;
@@ -111,6 +111,14 @@ __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restri
     *y = make_float2(v.x + si * hp.x, v.y + si * hp.y);
   }
   return acc;
+}
+
+// v at local shared address `at` in every CTA of the cluster, its 4 bytes counted on that CTA's
+// mbarrier at local shared address `bar`.
+template <int CS> __device__ __forceinline__ void put_all_async(float *at, float v, uint32_t bar) {
+  const uint32_t a = smem_addr(at);
+#pragma unroll
+  for (int q = 0; q < CS; q++) st_async(mapa(a, q), __float_as_uint(v), mapa(bar, q));
 }
 
 // Hides p's value from the compiler: the DSMEM addresses derived from it (8 CTAs x hi/lo a
@@ -183,7 +191,14 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     stage(Ws, p.Ww, d, r0, R, false);
     wa = Ws;
   }
-  __syncthreads();  // without ws the staging area is reused below
+  __syncthreads();  // without ws the staging area (and the mbarriers' space) is reused below
+  // The fills: rx the replay's partial scores, every CTA's bg x (N + 1), into part1 / part2 by
+  // step parity; sx dw / dpre into state buffer 0 / 1, hi and lo of the group's real rows (the
+  // rows past B stay zero); dx the walk's partial da / dr, every CTA's bg x N, into part1 / part2.
+  AsyncFills<2> rx, sx, dx;
+  rx.init(tc_smem + l.bars, (uint32_t)(cs * bg * (N + 1) * (int)sizeof(float)));
+  sx.init(tc_smem + l.bars + 16, (uint32_t)(2 * min((int64_t)bg, B - gb) * d * (int64_t)sizeof(T)));
+  dx.init(tc_smem + l.bars + 32, (uint32_t)(cs * bg * N * (int)sizeof(float)));
   for (int k = (int)threadIdx.x; k < N * SL; k += (int)blockDim.x) {
     const int i = k / SL, g = (k / R) % bg;
     const int64_t bi = gb + g;
@@ -220,8 +235,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
   auto rows_wait = [] { asm volatile("cp.async.wait_all;" ::: "memory"); };
-  // this CTA's partial scores H_t h (slots < N) and w . h (slot N, step only) into every CTA
-  auto scores = [&](float *part, const float *Hs, bool step) {
+  // this CTA's partial scores H_t h (slots < N) and w . h (slot N, step only) into every CTA: a
+  // step's counted by rx's mbarrier `bar`, the initial ones plain stores before a cluster barrier
+  auto scores = [&](float *part, const float *Hs, bool step, uint32_t bar) {
     const int slots = N + 1;
     for (int k = tid; k < bg * slots; k += nth) {
       const int g = k / slots, i = k % slots;
@@ -234,7 +250,11 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         const float4 a = x[q], b = h[q];
         s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
       }
-      put_all<true>(part + (rank * bg + g) * slots + i, s, cs);
+      float *at = part + (rank * bg + g) * slots + i;
+      if (step)
+        put_all_async<S::CS>(at, s, bar);
+      else
+        put_all<true>(at, s, cs);
     }
   };
   // carry: dL/dh_t from the steps after t plus dhs_t (dh_T alone after the last step)
@@ -261,11 +281,16 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     fetch_rows(t0, 0);
     rows_wait();
     sync_all<true>();  // every CTA started, done with the previous walk's part buffers
-    scores(part2, seg, false);
+    scores(part2, seg, false, 0u);
     sync_all<true>();
     for (int g = warp; g < bg; g += NW)
       attend_row<float>(part2, (int)bg, g, N, cs, scale, false, lane, rs + g * N, (float *)nullptr);
     __syncthreads();
+    // Step s's scores fill part1 / part2 (s even / odd): CTA Q fills that buffer at step s after
+    // its wait for step s - 1's fill, which CTA P sends only after its softmax of step s - 2 (of
+    // the initial scores when s = 1; s = 0 follows the cluster barriers above) last read the
+    // buffer. One buffer would not do: Q's step s + 1 fill could land while P still reads step
+    // s's. The fills' phases run on across segments: every CTA waits for each fill once.
     for (int s = 0; s < L; s++) {
       const int buf = (int)(s & 1);
       float *Hs = seg + s * (N + 1) * SL, *part = buf ? part2 : part1;
@@ -281,8 +306,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         *pair_at(Hs + N * SL) = w;
       }
       __syncthreads();
-      scores(part, Hs, true);
-      sync_all<true>();
+      scores(part, Hs, true, rx.of(buf));
+      rx.wait(buf);
       for (int g = warp; g < bg; g += NW)
         attend_row<float>(part, (int)bg, g, N, cs, scale, true, lane, rs + ((s + 1) * bg + g) * N,
                           as + (s * bg + g) * N);
@@ -294,6 +319,14 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     }
     sync_all<true>();  // every CTA done with the replay's part buffers (and seg, a, r written)
     // ---- the walk back ----
+    // A step fills state buffer 0 (dw, sx) and part1 (da, dx), then buffer 1 (dpre) and part2
+    // (dr); one copy of each: CTA Q fills buffer 0 and part1 at step t after its wait for step
+    // t + 1's dpre, which CTA P sends only after a __syncthreads that follows its step t + 1
+    // product over buffer 0 and softmax over part1; Q fills buffer 1 and part2 after its waits
+    // for step t's dw and da, which P sends only after its step t + 1 softmax over part2 and
+    // product over buffer 1 (the barrier ending the step between); a walk's first step follows
+    // the cluster barrier above. Every CTA sends some of each fill to every CTA, itself included,
+    // so no phase completes before its last reader waited.
     for (int s = L - 1; s >= 0; s--) {
       const int64_t t = t0 + s;
       const float2 hprv = hval(t - 1);  // h_{t-1}, needed last
@@ -303,13 +336,13 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
       // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
       float2 dw = make_float2(0.f, 0.f);
-      if (act) {
+      if (fin) {
 #pragma unroll 2
         for (int i = 0; i < N; i++) {
           const float2 x = *pair_at(dH + i * SL);
           dw.x += a[i] * x.x, dw.y += a[i] * x.y;
         }
-        sw.put(0, n, c, dw.x, dw.y);
+        sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
       }
       for (int k = tid; k < bg * N; k += nth) {
         const int g = k / N, i = k % N;
@@ -323,14 +356,14 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
           sum += xa.x * (wa4.x - ha.x) + xa.y * (wa4.y - ha.y) + xa.z * (wa4.z - ha.z) +
                  xa.w * (wa4.w - ha.w);
         }
-        put_all<true>(part1 + (rank * bg + g) * N + i, sum, cs);
+        put_all_async<S::CS>(part1 + (rank * bg + g) * N + i, sum, dx.of(0));
       }
-      cluster_arrive();
       if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
-      cluster_wait();
       // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
+      dx.wait(0);
       for (int g = warp; g < bg; g += NW)
         softmax_back(part1, (int)bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
+      sx.wait(0);
       sw.product(0);
       __syncthreads();
       float2 dpre = make_float2(0.f, 0.f);
@@ -345,7 +378,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         }
         dpre.x = (carry.x + tot.x + scale * acc.x) * (1.f - hcur.x * hcur.x);
         dpre.y = (carry.y + tot.y + scale * acc.y) * (1.f - hcur.y * hcur.y);
-        sh.put(1, n, c, dpre.x, dpre.y);
+        if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
         *pair_at(dpl) = dpre;
 #pragma unroll 2
         for (int i = 0; i < N; i++) {
@@ -368,18 +401,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
           const float4 ha = h[q], xa = x[q];
           sum += ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
         }
-        put_all<true>(part2 + (rank * bg + g) * N + i, sum, cs);
+        put_all_async<S::CS>(part2 + (rank * bg + g) * N + i, sum, dx.of(1));
       }
-      cluster_arrive();
-      float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the barrier
+      float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
       if (fin) {
         store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
         if (t >= 1) gnext = dhs_at(t - 1);
       }
-      cluster_wait();
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
+      dx.wait(1);
       for (int g = warp; g < bg; g += NW)
         softmax_back(part2, (int)bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
+      sx.wait(1);
       sh.product(1);
       __syncthreads();
       if (act) {
