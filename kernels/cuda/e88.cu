@@ -504,10 +504,11 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
       __syncwarp();
       // walk c1-1 .. c0 backward; element (b, t, h, j) of dv and dg is at at_t
       int64_t at_t = at0 + (int64_t)(c1 - 1) * step_elems;
+      float sn[R];  // the state after step t: the previous iteration's sp
+      load_state(states, c1 - 1 - c0, sn);
       for (int t = c1 - 1; t >= c0; t--) {
         const int u = t - c0, us = t - t0;
-        float sn[R], sp[R], kh[R], qh[R], a[2 * R];
-        load_state(states, u, sn);
+        float sp[R], kh[R], qh[R], a[2 * R];
         if (u > 0) {
           load_state(states, u - 1, sp);
         } else {
@@ -547,6 +548,8 @@ __global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
         }
         const float dd = warp_sum(ddec_part);
         if (pl.lane == 0) rdd[pl.warp * Lb + u] = dd;
+#pragma unroll
+        for (int r = 0; r < R; r++) sn[r] = sp[r];
       }
       __syncthreads();
       // the chunk's dq, dk rows (one warp a row) and ddecay
