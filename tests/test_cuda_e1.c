@@ -76,7 +76,8 @@ Test(cuda_e1, odd_shapes_and_dtypes) {
  * d = 1024, a last batch group of 8 with only 4 rows (B = 100, d = 256: the unpacked product;
  * every other shape here has groups of at most 4 rows, packed), a packed last group of 4 with
  * one row (B = 33, d = 512), and T = 1 and 2 (the exchange's first fills: none forward at T = 1,
- * one backward). */
+ * one backward), also with groups of 2 rows, the last of 1 (B = 21, d = 768 at T = 1 and 2; B = 11,
+ * d = 1024 at 16 CTAs a cluster). */
 Test(cuda_e1, tensor_core_paths) {
   SKIP_WITHOUT_GPU();
   check(4, 1, 512, ENG_BF16, 1, 1, 0);
@@ -85,6 +86,9 @@ Test(cuda_e1, tensor_core_paths) {
   check(4, 32, 1024, ENG_BF16, 1, 1, 0);
   check(100, 5, 256, ENG_BF16, 1, 0, 0);
   check(33, 3, 512, ENG_BF16, 1, 1, 0);
+  check(21, 1, 768, ENG_BF16, 1, 1, 0);
+  check(21, 2, 768, ENG_BF16, 0, 1, 1);
+  check(11, 3, 1024, ENG_BF16, 1, 0, 0);
 }
 
 Test(cuda_e1, long_sequences_stay_finite) {

@@ -7,6 +7,7 @@
 // per-step product runs on tensor cores instead (e1_fwd_tc, e1_bwd_tc).
 #include <type_traits>
 
+#include "cuda/async_fill.cuh"
 #include "cuda/e1.h"
 #include "cuda/e1_cluster.cuh"
 #include "cuda/e1_mma.cuh"
@@ -248,48 +249,18 @@ struct TcPlace {
 // bytes (the rest keeps its 128-byte alignment), then tc::Step's.
 constexpr size_t kTcBars = 128;
 
-// The tensor-core kernels' exchange of the state, with no cluster barrier: at step t every CTA
-// st_async's its slice of the new state into state buffer (t + 1) & 1 of every CTA, each 4-byte
-// store completing on the receiver's mbarrier of that buffer. Thread 0 arms a buffer's mbarrier
-// for exactly the bytes one fill brings: 2 parts x rows x D x sizeof(T), rows the group's real
-// batch rows (rows >= B are never stored). Every thread waits on it before the product that reads
-// the buffer; buffer 0 of step 0 is filled locally (no wait).
+// The tensor-core kernels' exchange of the state, with no cluster barrier (AsyncFills): at step t
+// every CTA st_async's its slice of the new state into state buffer (t + 1) & 1 of every CTA, each
+// 4-byte store completing on the receiver's mbarrier of that buffer, armed for 2 parts x rows x D
+// x sizeof(T), rows the group's real batch rows (rows >= B are never stored). Every thread waits
+// on it before the product that reads the buffer; buffer 0 of step 0 is filled locally (no wait).
 // Why the double buffer is safe: CTA Q writes buffer (t + 1) & 1 of CTA P at its step t, after it
 // has received all of step t - 1's fill, which P sends only after the __syncthreads that ends P's
 // step t - 1 product, the last read of that buffer. Likewise a completed fill tells P that all its
 // threads that sum red have done so (each sends after its sum), so the product may overwrite red.
-// A fill's phase is armed right after the wait that ends the buffer's previous phase, before P's
-// own sends of that step, so the next fill cannot start before it is armed nor mix with the last.
 // The kernels send nothing at their last step: a CTA has received every store meant for it when
 // it passes its last wait, and no store targets it after it exits.
-struct TcExchange {
-  uint32_t bar;    // mbarrier 0's shared address; mbarrier 1 follows
-  uint32_t tx;     // bytes of one fill
-  uint32_t phase;  // bit b: the parity of mbarrier b's next phase to complete
-
-  __device__ uint32_t of(int buf) const { return bar + 8u * (uint32_t)buf; }
-
-  // Both mbarriers armed: step 0's fill goes to buffer 1, step 1's to buffer 0. A cluster barrier
-  // must follow before any CTA sends.
-  __device__ void init(unsigned char *smem, uint32_t bytes) {
-    bar = smem_addr(smem), tx = bytes, phase = 0;
-    if (threadIdx.x == 0) {
-      mbar_init(of(0), 1);
-      mbar_init(of(1), 1);
-      fence_mbar_init();
-      mbar_arrive_expect_tx(of(0), tx);
-      mbar_arrive_expect_tx(of(1), tx);
-    }
-  }
-
-  // Before a product reading buffer buf (not step 0's): waits for its fill, then re-arms its
-  // mbarrier for the buffer's next fill (the next step's sends).
-  __device__ void wait(int buf) {
-    mbar_wait(of(buf), (phase >> buf) & 1u);
-    phase ^= 1u << buf;
-    if (threadIdx.x == 0) mbar_arrive_expect_tx(of(buf), tx);
-  }
-};
+using TcExchange = AsyncFills<2>;
 
 // stage_rows for the tensor-core kernels with 16-byte loads, when W is 16-byte aligned (r0 and R
 // are multiples of 32 and d of 256, so every octet read is too). tr: Ws[jj][i] = W[i][r0 + jj]; a

@@ -404,6 +404,18 @@ __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int6
   return l;
 }
 
+// x . h over R floats, both 16-byte aligned: a partial score over the CTA's units.
+template <int R> __device__ __forceinline__ float dot16(const float *x, const float *h) {
+  const float4 *a4 = reinterpret_cast<const float4 *>(x), *b4 = reinterpret_cast<const float4 *>(h);
+  float s = 0.f;
+#pragma unroll 4
+  for (int q = 0; q < R / 4; q++) {
+    const float4 a = a4[q], b = b4[q];
+    s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+  }
+  return s;
+}
+
 template <typename T, int MT, int KS, int NW>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
@@ -472,15 +484,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     for (int k = (int)threadIdx.x; k < tasks; k += (int)blockDim.x) {
       const int g = k / slots, i = k % slots;
       if (i == N && !step) continue;
-      const float *src = i < N ? tape + (g * N + i) * LT : wl + g * R;
-      const float4 *row = reinterpret_cast<const float4 *>(src);
-      const float4 *hv = reinterpret_cast<const float4 *>(hl + g * R);
-      float s = 0.f;
-#pragma unroll 4
-      for (int q = 0; q < R / 4; q++) {
-        const float4 a = row[q], b = hv[q];
-        s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-      }
+      const float s = dot16<R>(i < N ? tape + (g * N + i) * LT : wl + g * R, hl + g * R);
       float *at = part + (rank * bg + g) * (N + 1) + i;
       if (!step) {
         put_all<true>(at, s, cs);

@@ -242,14 +242,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     for (int k = tid; k < bg * slots; k += nth) {
       const int g = k / slots, i = k % slots;
       if (i == N && !step) continue;
-      const float4 *x = reinterpret_cast<const float4 *>((i < N ? Hs + i * SL : wl) + g * R);
-      const float4 *h = reinterpret_cast<const float4 *>(hl + g * R);
-      float s = 0.f;
-#pragma unroll 4
-      for (int q = 0; q < R / 4; q++) {
-        const float4 a = x[q], b = h[q];
-        s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-      }
+      const float s = dot16<R>((i < N ? Hs + i * SL : wl) + g * R, hl + g * R);
       float *at = part + (rank * bg + g) * slots + i;
       if (step)
         put_all_async<S::CS>(at, s, bar);
