@@ -9,7 +9,7 @@
 //
 // The backward replays each checkpointed segment from its checkpoint, keeping the states of up
 // to Lb steps in shared memory (each thread its own 8 values), then walks them backward with dS
-// in registers. The gradients that sum over columns (dq^, dk^, ddecay) are reduce-scattered
+// in registers; the next segment's inputs arrive meanwhile (cp.async, fetch_async). The gradients that sum over columns (dq^, dk^, ddecay) are reduce-scattered
 // within the warp and summed across warps at the end of each chunk, where the normalization's
 // backward turns dq^, dk^ into dq, dk.
 #include <type_traits>
@@ -298,8 +298,9 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_al
 
 // ---------------- forward ----------------
 
-// CPT columns a thread: the k^ and q^ a step loads from shared memory serve all of them (the
-// forward is bound by its shared-memory operations, not by its arithmetic).
+// CPT columns a thread: the k^ and q^ a step loads from shared memory serve all of them. The
+// forward is bound by its instructions a warp-step, each paying its latency (~2.5 warps a
+// scheduler at the layer's shape: docs/PERF.md, E88).
 template <typename T, int N, int CPT>
 __global__ void e88_forward_kernel(Params p) {
   constexpr bool FAST = !std::is_same<T, float>::value;
