@@ -553,19 +553,29 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     px.wait(0);
     attend(true);
     if (fin) {  // the write H <- (1 - a) H + a w^T of this thread's columns, then the next read
-      const bool ck = t + 1 == next_ck && t + 1 < p.nt;
-      float *ckp = p.ckpt + ((gb + n) * K + seg) * N * d + c;
-      u[0] = u[1] = 0.f;
-      for (int64_t i = 0; i < N; i++) {
-        float2 *hp = reinterpret_cast<float2 *>(tape + (n * N + i) * LT + r);
-        const float ai = abuf[n * N + i], ri = rbuf[n * N + i];
-        float2 hv = *hp;
-        hv.x = (1.f - ai) * hv.x + ai * w[0];
-        hv.y = (1.f - ai) * hv.y + ai * w[1];
-        *hp = hv;
-        u[0] += ri * hv.x, u[1] += ri * hv.y;
-        if (ck) ckp[i * d] = hv.x, ckp[i * d + 1] = hv.y;
-      }
+      // (32-bit indices, unrolled: with one batch row a cluster this loop is a single warp's
+      // while the others wait at the next barrier)
+      float *trow = tape + n * N * LT + r;
+      const float *ab = abuf + n * N, *rb = rbuf + n * N;
+      auto write = [&](float *ckp) {  // ckp: the checkpoint's columns (c, c + 1), or null
+        float u0 = 0.f, u1 = 0.f;
+#pragma unroll 4
+        for (int i = 0; i < (int)N; i++) {
+          float2 *hp = reinterpret_cast<float2 *>(trow + i * (int)LT);
+          const float ai = ab[i], ri = rb[i];
+          float2 hv = *hp;
+          hv.x = (1.f - ai) * hv.x + ai * w[0];
+          hv.y = (1.f - ai) * hv.y + ai * w[1];
+          *hp = hv;
+          u0 += ri * hv.x, u1 += ri * hv.y;
+          if (ckp) ckp[i * d] = hv.x, ckp[i * d + 1] = hv.y;
+        }
+        u[0] = u0, u[1] = u1;
+      };
+      if (t + 1 == next_ck && t + 1 < p.nt)
+        write(p.ckpt + ((gb + n) * K + seg) * N * d + c);
+      else
+        write(nullptr);
     }
     if (t + 1 == next_ck) next_ck += p.C, seg++;
   }
