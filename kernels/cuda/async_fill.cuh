@@ -39,5 +39,13 @@ template <int NB> struct AsyncFills {
   }
 };
 
+// v at local shared address `at` in every CTA of the cluster (CS CTAs), its 4 bytes counted on
+// that CTA's mbarrier at local shared address `bar` (AsyncFills::of).
+template <int CS> __device__ __forceinline__ void put_all_async(float *at, float v, uint32_t bar) {
+  const uint32_t a = smem_addr(at);
+#pragma unroll
+  for (int q = 0; q < CS; q++) st_async(mapa(a, q), __float_as_uint(v), mapa(bar, q));
+}
+
 }  // namespace es
 }  // namespace eng_kc

@@ -262,38 +262,6 @@ constexpr size_t kTcBars = 128;
 // it passes its last wait, and no store targets it after it exits.
 using TcExchange = AsyncFills<2>;
 
-// stage_rows for the tensor-core kernels with 16-byte loads, when W is 16-byte aligned (r0 and R
-// are multiples of 32 and d of 256, so every octet read is too). tr: Ws[jj][i] = W[i][r0 + jj]; a
-// thread takes rows (i, i + 1) of W by one octet of columns and writes 8 pairs (4-byte stores);
-// consecutive threads take consecutive row pairs, so a warp's stores into a row of Ws are
-// contiguous (no bank conflicts).
-template <typename T>
-__device__ const T *stage_tc(unsigned char *smem, size_t at, const T *W, int64_t d, int64_t r0,
-                             int64_t R, bool tr) {
-  static_assert(sizeof(T) == 2, "16-bit values");
-  T *Ws = reinterpret_cast<T *>(smem + at);
-  if (!tr) {
-    const uint4 *src = reinterpret_cast<const uint4 *>(W + r0 * d);
-    uint4 *dst = reinterpret_cast<uint4 *>(Ws);
-    for (int64_t k = threadIdx.x; k < R * d / 8; k += blockDim.x) dst[k] = src[k];
-    return Ws;
-  }
-  const int64_t pairs = d / 2;
-  for (int64_t k = threadIdx.x; k < pairs * (R / 8); k += blockDim.x) {
-    const int64_t i = 2 * (k % pairs), jj = 8 * (k / pairs);
-    const uint4 a = *reinterpret_cast<const uint4 *>(W + i * d + r0 + jj);
-    const uint4 b = *reinterpret_cast<const uint4 *>(W + (i + 1) * d + r0 + jj);
-    const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, ub[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-    for (int e = 0; e < 4; e++) {  // ua[e] holds W[i][r0 + jj + 2e] (low half) and the next
-      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e) * d + i) = __byte_perm(ua[e], ub[e], 0x5410);
-      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e + 1) * d + i) =
-          __byte_perm(ua[e], ub[e], 0x7632);
-    }
-  }
-  return Ws;
-}
-
 // The tensor-core kernels' prologue: checks that the launch matches the compiled tiling, stages
 // the CTA's slice of W (rows of W^T when tr), keeps the warp's fragments of it in registers, fills
 // state buffer 0 from v0 (NULL: zero) and sets up the exchange x. smem: the dynamic shared memory
@@ -309,11 +277,8 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const 
   const int64_t r0 = (int64_t)rank * R;
   TcPlace pl;
   pl.gb = (int64_t)group * bg;
-  int64_t unit;
-  unsigned char *ss = smem + kTcBars;
-  const T *Ws = (reinterpret_cast<uintptr_t>(W) & 15) == 0
-                    ? stage_tc<T>(ss, tc::hb_bytes(d), W, d, r0, R, tr)
-                    : stage_rows<T, true>(ss, tc::hb_bytes(d), W, d, r0, r0 + R, tr, &unit);
+  T *Ws = reinterpret_cast<T *>(smem + kTcBars + tc::hb_bytes(d));
+  tc::stage_slice(Ws, W, d, r0, R, tr);
   st.init_state(v0, pl.gb, bg, B);
   x->init(smem, (uint32_t)(2 * min(bg, B - pl.gb) * d * (int64_t)sizeof(T)));
   __syncthreads();

@@ -35,24 +35,6 @@ template <bool CL> __device__ __forceinline__ void sync_all() {
   }
 }
 
-// The cluster barrier in halves, for work that overlaps it: arrive releases this thread's earlier
-// writes (on Hopper the release waits for all of the thread's outstanding stores, global ones
-// too), wait acquires the other CTAs'. Stores issued between the two stay out of the release.
-__device__ __forceinline__ void cluster_arrive() {
-#ifdef ENG_ES_NO_CLUSTERS
-  __trap();
-#else
-  __cluster_barrier_arrive();
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#ifdef ENG_ES_NO_CLUSTERS
-  __trap();
-#else
-  __cluster_barrier_wait();
-#endif
-}
-
 // Writes v at `local` (a shared-memory address) in every CTA of the cluster.
 template <bool CL, typename A> __device__ __forceinline__ void put_all(A *local, A v, int cs) {
   if constexpr (CL) {

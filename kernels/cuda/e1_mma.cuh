@@ -65,6 +65,42 @@ template <> struct Pair<__half> {
   static __device__ __forceinline__ float2 unpack(type v) { return __half22float2(v); }
 };
 
+// The CTA's slice of W into Ws [R][d]: rows r0 .. r0 + R - 1 of W, or of W^T when tr (Ws[jj][i] =
+// W[i][r0 + jj]). With W 16-byte aligned (r0, R and d are multiples of 32, so every octet read is
+// too) by 16-byte loads: tr takes rows (i, i + 1) by an octet of columns and writes 8 pairs
+// (4-byte stores), consecutive threads consecutive row pairs, so a warp's stores into a row of Ws
+// are contiguous (no bank conflicts); element by element otherwise. A __syncthreads must follow.
+template <typename T>
+__device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R, bool tr) {
+  static_assert(sizeof(T) == 2, "16-bit values");
+  if ((reinterpret_cast<uintptr_t>(W) & 15) != 0) {
+    for (int64_t k = threadIdx.x; k < R * d; k += blockDim.x) {
+      if (tr) Ws[(k % R) * d + k / R] = W[(k / R) * d + r0 + k % R];
+      else Ws[k] = W[r0 * d + k];
+    }
+    return;
+  }
+  if (!tr) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(W + r0 * d);
+    uint4 *dst = reinterpret_cast<uint4 *>(Ws);
+    for (int64_t k = threadIdx.x; k < R * d / 8; k += blockDim.x) dst[k] = src[k];
+    return;
+  }
+  const int64_t pairs = d / 2;
+  for (int64_t k = threadIdx.x; k < pairs * (R / 8); k += blockDim.x) {
+    const int64_t i = 2 * (k % pairs), jj = 8 * (k / pairs);
+    const uint4 a = *reinterpret_cast<const uint4 *>(W + i * d + r0 + jj);
+    const uint4 b = *reinterpret_cast<const uint4 *>(W + (i + 1) * d + r0 + jj);
+    const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, ub[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {  // ua[e] holds W[i][r0 + jj + 2e] (low half) and the next
+      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e) * d + i) = __byte_perm(ua[e], ub[e], 0x5410);
+      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e + 1) * d + i) =
+          __byte_perm(ua[e], ub[e], 0x7632);
+    }
+  }
+}
+
 template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
   static constexpr int R = 32 * MT, D = 16 * KS * NW, CS = D / R;  // CS CTAs a cluster
   static constexpr int64_t LD = ldh(D);
@@ -158,33 +194,9 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
     return v;
   }
 
-  // The step's new state at slice rows (r, r + 1) of batch row n (columns c, c + 1 of the state):
-  // tanh of the product with state buffer `buf` plus (a0, a1), put into buffer buf ^ 1 of every
-  // CTA when `fin` (the thread owns a real batch row). Every thread of the CTA calls it.
-  __device__ __forceinline__ float2 advance(int buf, bool fin, int n, int r, int64_t c, float a0,
-                                            float a1) {
-    product(buf);
-    __syncthreads();
-    if (!fin) return make_float2(0.f, 0.f);
-    const float2 s = sum(n, r);
-    const float2 h = make_float2(tanhf(s.x + a0), tanhf(s.y + a1));
-    put(buf ^ 1, n, c, h.x, h.y);
-    return h;
-  }
-
   // (v0, v1), the new state at columns (c, c + 1) (c even) of batch row n, as hi and lo parts
-  // into state buffer `buf` of every CTA of the cluster.
-  __device__ __forceinline__ void put(int buf, int n, int64_t c, float v0, float v1) const {
-    using P = Pair<T>;
-    const typename P::type hi = P::pack(v0, v1);
-    const float2 f = P::unpack(hi);
-    put_all<true>(reinterpret_cast<typename P::type *>(row(buf, 0, n) + c), hi, CS);
-    put_all<true>(reinterpret_cast<typename P::type *>(row(buf, 1, n) + c),
-                  P::pack(v0 - f.x, v1 - f.y), CS);
-  }
-
-  // put's stores as st_async (e1_cluster.cuh): no cluster barrier; each CTA's copy of the 8 bytes
-  // completes on that CTA's mbarrier at local shared address `bar`.
+  // into state buffer `buf` of every CTA of the cluster by st_async (e1_cluster.cuh): each CTA's
+  // copy of the 8 bytes completes on that CTA's mbarrier at local shared address `bar`.
   __device__ __forceinline__ void put_async(int buf, int n, int64_t c, float v0, float v1,
                                             uint32_t bar) const {
     using P = Pair<T>;

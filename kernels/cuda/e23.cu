@@ -437,12 +437,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // prologue: both slices' fragments (staged in turn over red onwards), then the state and tape
   S sh(tc_smem), sw(tc_smem);
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
-  stage(Ws, p.Wh, d, r0, R, false);
+  tc::stage_slice(Ws, p.Wh, d, r0, R, false);
   sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
   sh.load_a(Ws);
   __syncthreads();
-  stage(Ws, p.Ww, d, r0, R, false);
+  tc::stage_slice(Ws, p.Ww, d, r0, R, false);
   __syncthreads();
   sw.load_a(Ws);
   __syncthreads();
@@ -486,12 +486,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
       if (i == N && !step) continue;
       const float s = dot16<R>(i < N ? tape + (g * N + i) * LT : wl + g * R, hl + g * R);
       float *at = part + (rank * bg + g) * (N + 1) + i;
-      if (!step) {
+      if (step)
+        put_all_async<S::CS>(at, s, px.of(0));
+      else
         put_all<true>(at, s, cs);
-        continue;
-      }
-      const uint32_t a = smem_addr(at);
-      for (int q = 0; q < cs; q++) st_async(mapa(a, q), __float_as_uint(s), mapa(px.of(0), q));
     }
   };
   auto attend = [&](bool step) {

@@ -113,14 +113,6 @@ __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restri
   return acc;
 }
 
-// v at local shared address `at` in every CTA of the cluster, its 4 bytes counted on that CTA's
-// mbarrier at local shared address `bar`.
-template <int CS> __device__ __forceinline__ void put_all_async(float *at, float v, uint32_t bar) {
-  const uint32_t a = smem_addr(at);
-#pragma unroll
-  for (int q = 0; q < CS; q++) st_async(mapa(a, q), __float_as_uint(v), mapa(bar, q));
-}
-
 // Hides p's value from the compiler: the DSMEM addresses derived from it (8 CTAs x hi/lo a
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
@@ -177,18 +169,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   // prologue: the fragments of W_h^T's and W_write^T's rows, then W_write's rows for the replay
   S sh(tc_smem), sw(tc_smem);
   T *Ws = reinterpret_cast<T *>(tc_smem + l.wsl);
-  stage(Ws, p.Wh, d, r0, R, true);
+  tc::stage_slice(Ws, p.Wh, d, r0, R, true);
   sh.init_state((const T *)nullptr, gb, bg, B);  // every row zero; rows >= bg stay so
   __syncthreads();
   sh.load_a(Ws);
   __syncthreads();
-  stage(Ws, p.Ww, d, r0, R, true);
+  tc::stage_slice(Ws, p.Ww, d, r0, R, true);
   __syncthreads();
   sw.load_a(Ws);
   __syncthreads();
   const T *wa = p.Ww + r0 * d;  // the replay's A: W_write's rows, on chip or in L2
   if (p.tb_ws) {
-    stage(Ws, p.Ww, d, r0, R, false);
+    tc::stage_slice(Ws, p.Ww, d, r0, R, false);
     wa = Ws;
   }
   __syncthreads();  // without ws the staging area (and the mbarriers' space) is reused below
