@@ -155,6 +155,11 @@ Test(cuda_e88, odd_shapes_and_options) {
        .qk_range = 0.15},
       {.B = 2, .T = 50, .H = 3, .n = 16, .v = 16, .gate = 1, .s0 = 1, .l2 = 0, .lin = 1, .C = 7,
        .qk_range = 0.2},
+      /* columns past v in a warp of the backward (n=32: 16 columns a warp; n=64: 8), and v of 8
+       * bytes in bf16 (no 16-byte copies) */
+      {.B = 2, .T = 37, .H = 2, .n = 32, .v = 8, .gate = 1, .s0 = 1, .l2 = 1, .C = 16},
+      {.B = 2, .T = 21, .H = 3, .n = 32, .v = 24, .gate = 1, .s0 = 0, .l2 = 1, .C = 8},
+      {.B = 1, .T = 30, .H = 2, .n = 64, .v = 4, .gate = 1, .s0 = 1, .l2 = 1, .C = 16},
   };
   static const eng_dtype_t dts[] = {ENG_F32, ENG_BF16, ENG_F16};
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)

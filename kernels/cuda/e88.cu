@@ -1,17 +1,12 @@
-// E88 forward and backward. The recurrence is a chain of T dependent steps per (b, h), but its
-// columns are independent chains: column j of S only needs k^, q^, decay and v_j, g_j. Each
-// column is owned by P = n/8 lanes of one warp, each holding 8 rows of it in registers; a warp
-// holds CW = 32/P columns. The column dot products S^T k^ and S^T q^ are 8 FMAs and log2(P)
-// shuffles, with no block barrier inside the chain. The forward runs a (b, h) as one or two
-// blocks (half the columns each, to even out the SMs' loads); the inputs of a chunk of steps are
-// staged in shared memory (k^ and q^ normalized once per step, silu(g) once) between barriers,
-// and the other resident blocks hide each one's staging.
-//
-// The backward replays each checkpointed segment from its checkpoint, keeping the states of up
-// to Lb steps in shared memory (each thread its own 8 values), then walks them backward with dS
-// in registers; the next segment's inputs arrive meanwhile (cp.async, fetch_async). The gradients that sum over columns (dq^, dk^, ddecay) are reduce-scattered
-// within the warp and summed across warps at the end of each chunk, where the normalization's
-// backward turns dq^, dk^ into dq, dk.
+// E88 forward and backward: the C entry points. The recurrence is a chain of T dependent steps
+// per (b, h), but its columns are independent chains, in the forward (column j of S needs only
+// k^, q^, decay, v_j, g_j) and in the backward's walk (column j of dS needs only its own column;
+// the sums over columns, dq^, dk^ and ddecay, are outputs that nothing in the chain waits for).
+// So a lane holds rows of one column (e88_common.cuh, Lay) and no block barrier sits inside the
+// chain. e88_fwd.cu: a producer warp stages each chunk's inputs while the compute warps run the
+// previous one. e88_bwd.cu: each checkpointed segment is replayed from its checkpoint (states
+// kept in shared memory, as f16 when they are tanh outputs of 16-bit values), then walked back
+// with dS in registers; the row sums go through a per-warp transpose in shared memory.
 #include "cuda/e88_common.cuh"
 
 namespace {
@@ -28,14 +23,13 @@ Params params_of(const eng_e88_shape_t *s) {
   return p;
 }
 
-
 }  // namespace
 
 extern "C" int eng_kcuda_e88_supported(const eng_e88_shape_t *s, int backward, const char **why) {
   const char *no = NULL;
   if (!n_supported(s->n)) no = "n_state must be 16, 32 or 64";
   else if (s->v % (256 / s->n) != 0) no = "head_v_dim must be a multiple of 256/n_state";
-  else if (s->n * s->v > 8 * kMaxThreads) no = "n_state * head_v_dim must be at most 4096";
+  else if (s->n * s->v > kMaxStateSize) no = "n_state * head_v_dim must be at most 4096";
   else if (s->B * s->H > 0x3fffffff || s->T > 0x7fffffff) no = "B*H must be below 2^30 and T below 2^31";
   else if (backward && s->ckpt_every > kBwdMaxSeg) no = "ckpt_every must be at most 64";
   if (why) *why = no;

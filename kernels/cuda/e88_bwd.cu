@@ -1,281 +1,490 @@
 // E88 backward: see e88_common.cuh for the shared parts and e88.cu for the design.
+//
+// Layout: a lane holds RL rows of one column (P = N/RL lanes a column, CW = 32/P columns a
+// warp), so the chain's column sums (S^T k^, S^T q^ in the replay, dP^T k^ in the walk back) are
+// RL FMAs and log2(P) shuffles. A block is one (b, h): ceil(V/CW) warps; the lanes of columns
+// j >= V compute on zeros and store nothing. The row sums (dq^, dk^), which nothing in the chain
+// waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator.
 #include "cuda/e88_common.cuh"
 
 namespace eng_e88 {
 namespace {
 
-// ---------------- backward ----------------
+constexpr int kBwdMinChunk = 8;  // the shortest replay chunk the occupancy rule may pick
 
-// Reduce-scatter of 16 values over the CW lanes of a row group: afterwards lane c holds in
-// a[0 .. 16/CW) the sums of values c*16/CW ... One level per template instance, so every index
-// into a[] is a compile-time constant (as a runtime loop, nvcc kept a[] in registers picked by
-// predicated moves: a third of the backward's instructions).
-template <int M, int HALF> __device__ __forceinline__ void reduce_scatter_level(float (&a)[2 * R], int lane) {
-  const bool upper = (lane & M) != 0;
-#pragma unroll
-  for (int x = 0; x < HALF; x++) {
-    const float send = upper ? a[x] : a[x + HALF], keep = upper ? a[x + HALF] : a[x];
-    a[x] = keep + __shfl_xor_sync(kFull, send, M);
-  }
-  if constexpr (M > 1) reduce_scatter_level<M / 2, HALF / 2>(a, lane);
+template <int N> struct BGeo : Lay<N> {
+  using Lay<N>::RL, Lay<N>::P, Lay<N>::CW;
+  // The transpose: a reader lane sums NS lanes' partials of RPL rows; CW/NS readers share a row.
+  static constexpr int NS = RL < CW ? RL : CW, RPL = RL / NS;
+  // A set of NS lanes writes NS*RL floats plus NS of padding, so that the sets' reads at the same
+  // step of the reader loop fall in different banks.
+  static constexpr int SS = NS * (RL + 1), TBW = 32 * (RL + 1);  // floats a set, a warp
+  static constexpr int MAXT = N == 16 ? 512 : 256;                // n*v <= 4096
+  // 6 blocks of 64 threads an SM at n = 32 (the layer's 664 heads on 132 SMs at once)
+  static constexpr int MAXREG = N == 16 ? 128 : 168;
+};
+
+// The chunk of a lane's 16-byte pieces that chunk c of lane i (within its set) is written to:
+// consecutive groups of 8 lanes (one STS.128 phase) land on distinct bank groups.
+template <int RL> __host__ __device__ constexpr int swz(int i) {
+  return (i / (32 / RL)) & (RL / 4 - 1);
 }
 
-template <int N> __device__ __forceinline__ void reduce_scatter(float (&a)[2 * R], int lane) {
-  constexpr int CW = Geo<N>::CW;
-  if constexpr (CW > 1) reduce_scatter_level<CW / 2, R>(a, lane);
-}
-
-// The backward's shared memory, in floats, for chunks of Lb steps and segments of C.
+// The backward's shared memory, in bytes (each part 16-byte aligned): the chunk's states but its
+// last (Lb-1 steps of RL values a thread, SH each), k^ and q^ of the segment ([C][2N] f32: k^ then
+// q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2, each warp's sums over its
+// columns of the chunk's dq^/dk^ rows [warps][Lb][2N] and of ddecay [warps][Lb] (shared-memory f32
+// atomics are compare-and-swap loops: the chunk's end sums the warps instead), the warps'
+// transpose buffers, decay [C], the l2 backward's factors of q and k ([2][C] float2), and the raw
+// inputs of a segment (q, k [C][N], v, g, dy [C][V] of T).
 struct BwdLayout {
-  int states, kf, qf, vf, gf, dyf, df, kn, qn, dl, of, red, rdd, raw, total;
-  __host__ __device__ BwdLayout(int N, int V, int C, int Lb, int nthreads) {
-    const int nwarps = nthreads / 32;
-    states = 0;
-    kf = states + Lb * nthreads * R;
-    qf = kf + C * N;
-    vf = qf + C * N;
-    gf = vf + C * V;
-    dyf = gf + C * V;
-    dl = dyf + C * V;
-    of = dl + Lb * V;
-    red = of + Lb * V;
-    rdd = red + nwarps * Lb * 2 * N;
-    df = rdd + nwarps * Lb;
-    kn = df + C;
-    qn = kn + C;
-    raw = (qn + C + 3) & ~3;
-    total = raw;
-  }
-  // With prefetch, the raw copy of a segment (Raw: q, k [C][N], v, g, dy [C][V] of T) follows.
-  __host__ __device__ size_t bytes(bool prefetch, int N, int V, int C, size_t tsize) const {
-    return sizeof(float) * (size_t)total + (prefetch ? tsize * (size_t)C * (2 * N + 3 * V) : 0);
+  size_t states, kq, cb, acc, tb, df, nf, rq, rk, rv, rg, rdy, total;
+  __host__ __device__ BwdLayout(int N, int RL, int V, int C, int Lb, int nthreads, size_t ssize,
+                                size_t tsize) {
+    const int nwarps = nthreads / 32, VW = nwarps * (32 * RL / N);
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+      const size_t here = at;
+      at = (at + bytes + 15) & ~(size_t)15;
+      return here;
+    };
+    states = take((size_t)(Lb - 1) * nthreads * RL * ssize);
+    kq = take(sizeof(float) * C * 2 * N);
+    cb = take(sizeof(float2) * Lb * VW);
+    acc = take(sizeof(float) * nwarps * Lb * (2 * N + 1));
+    tb = take(sizeof(float) * nwarps * 32 * (RL + 1));
+    df = take(sizeof(float) * C);
+    nf = take(sizeof(float2) * 2 * C);
+    rq = take(tsize * C * N);
+    rk = take(tsize * C * N);
+    rv = take(tsize * C * V);
+    rg = take(tsize * C * V);
+    rdy = take(tsize * C * V);
+    total = at;
   }
 };
 
+// A thread's RL state values of one step: U 16-byte pieces at p[0], p[stride], .. (consecutive
+// threads on consecutive 16 bytes); f16 pairs packed by one cvt each.
+template <typename SH, int RL>
+__device__ __forceinline__ void put_state(uint4 *p, int stride, const float (&s)[RL]) {
+  if constexpr (std::is_same<SH, __half>::value) {
+#pragma unroll
+    for (int c = 0; c < RL / 8; c++) {
+      uint4 w;
+      unsigned *e = reinterpret_cast<unsigned *>(&w);
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        const __half2 h = __floats2half2_rn(s[8 * c + 2 * x], s[8 * c + 2 * x + 1]);
+        e[x] = *reinterpret_cast<const unsigned *>(&h);
+      }
+      p[c * stride] = w;
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < RL / 4; c++)
+      reinterpret_cast<float4 *>(p)[c * stride] =
+          make_float4(s[4 * c], s[4 * c + 1], s[4 * c + 2], s[4 * c + 3]);
+  }
+}
+
+template <typename SH, int RL>
+__device__ __forceinline__ void get_state(const uint4 *p, int stride, float (&s)[RL]) {
+  if constexpr (std::is_same<SH, __half>::value) {
+#pragma unroll
+    for (int c = 0; c < RL / 8; c++) {
+      const uint4 w = p[c * stride];
+      const unsigned *e = reinterpret_cast<const unsigned *>(&w);
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(e + x));
+        s[8 * c + 2 * x] = f.x, s[8 * c + 2 * x + 1] = f.y;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < RL / 4; c++) {
+      const float4 f = reinterpret_cast<const float4 *>(p)[c * stride];
+      s[4 * c] = f.x, s[4 * c + 1] = f.y, s[4 * c + 2] = f.z, s[4 * c + 3] = f.w;
+    }
+  }
+}
+
+
+// The transpose's shared-memory accesses by 32-bit address (the volatile asm keeps them in order
+// with the __syncwarp()s around them).
+__device__ __forceinline__ void st_shared4(unsigned a, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w)
+               : "memory");
+}
+__device__ __forceinline__ float ld_shared(unsigned a) {
+  float x;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(a) : "memory");
+  return x;
+}
+
+
+
+// Copies segment seg's q, k, v, g, dy raw into shared memory (cp.async, 16 bytes a copy, when the
+// launcher found every piece aligned; else element by element) and its decay into registers d0, d1
+// (step tid and tid + blockDim.x: C <= 64 and blockDim.x >= 32).
 template <typename T, int N>
-__global__ void __launch_bounds__(kMaxThreads) e88_backward_kernel(Params p) {
+__device__ void fetch_segment(const Params &p, int64_t row_base, int seg, T *rq, T *rk, T *rv,
+                              T *rg, T *rdy, T &d0, T &d1) {
+  const int t0 = seg * p.C, len = min(p.C, p.T - t0), V = p.V, nt = blockDim.x, tid = threadIdx.x;
+  const int64_t row0 = row_base + (int64_t)t0 * p.H;
+  const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v, *g = (const T *)p.g,
+          *dy = (const T *)p.dy, *dec = (const T *)p.decay;
+  if (p.prefetch) {
+    constexpr int W = 16 / sizeof(T), RP = N / W;  // elements a piece, pieces a row
+    for (int e = tid; e < 2 * len * RP; e += nt) {
+      const int r = e / RP, x = (e - r * RP) * W, isk = r < len, u = isk ? r : r - len;
+      cp_async16((isk ? rk : rq) + u * N + x, (isk ? k : q) + (row0 + (int64_t)u * p.H) * N + x);
+    }
+    const int per_row = V / W;
+    for (int e = tid; e < len * per_row; e += nt) {
+      const int u = e / per_row, jj = (e - u * per_row) * W;
+      const int64_t at = (row0 + (int64_t)u * p.H) * V + jj;
+      cp_async16(rv + u * V + jj, v + at);
+      if (p.gate) cp_async16(rg + u * V + jj, g + at);
+      cp_async16(rdy + u * V + jj, dy + at);
+    }
+    cp_async_commit();
+  } else {
+    for (int e = tid; e < 2 * len * N; e += nt) {
+      const int r = e / N, x = e - r * N, isk = r < len, u = isk ? r : r - len;
+      (isk ? rk : rq)[u * N + x] = (isk ? k : q)[(row0 + (int64_t)u * p.H) * N + x];
+    }
+    for (int e = tid; e < len * V; e += nt) {
+      const int u = e / V, jj = e - u * V;
+      const int64_t at = (row0 + (int64_t)u * p.H) * V + jj;
+      rv[e] = v[at];
+      if (p.gate) rg[e] = g[at];
+      rdy[e] = dy[at];
+    }
+  }
+  if (tid < len) d0 = dec[row0 + (int64_t)tid * p.H];
+  if (tid + nt < len) d1 = dec[row0 + (int64_t)(tid + nt) * p.H];
+}
+
+// SH: how the replayed states are kept (f16 for 16-bit values and a tanh state: they lie in
+// (-1, 1), where f16's 2^-12 absolute error is below the 2^-11 relative error of tanh.approx;
+// f32 otherwise).
+template <typename T, typename SH, int N>
+__global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
+    e88_backward_kernel(Params p) {
+  using G = BGeo<N>;
+  constexpr int RL = G::RL, CW = G::CW, NS = G::NS, RPL = G::RPL, N2 = 2 * N;
+  constexpr int U = RL * (int)sizeof(SH) / 16;  // 16-byte pieces of a thread's state
   constexpr bool FAST = !std::is_same<T, float>::value;
-  constexpr int CW = Geo<N>::CW, PER = 2 * R / CW;  // reduce-scatter values per lane
-  const Place<N> pl(p.H, 1);
-  const int V = p.V, C = p.C, Lb = p.L;
-  extern __shared__ float4 smem4[];
-  float *sm = reinterpret_cast<float *>(smem4);
-  const BwdLayout lay(N, V, C, Lb, blockDim.x);
-  float *states = sm + lay.states, *kf = sm + lay.kf, *qf = sm + lay.qf, *vf = sm + lay.vf,
-        *gf = sm + lay.gf, *dyf = sm + lay.dyf, *df = sm + lay.df, *kn = sm + lay.kn,
-        *qn = sm + lay.qn, *dl = sm + lay.dl, *of = sm + lay.of, *red = sm + lay.red,
-        *rdd = sm + lay.rdd;
-  const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
+  const int col = warp * CW + lane % CW, i0 = (lane / CW) * RL;
+  const bool active = col < p.V, rg0 = lane < CW;  // rg0: the column's first lane (stores it)
+  const int V = p.V, C = p.C, Lb = p.L, VW = (nt / 32) * CW, bh = blockIdx.x, b = bh / p.H,
+            h = bh % p.H;
+  const bool lin = p.lin, gate = p.gate;
+  extern __shared__ uint4 smem[];
+  char *base = reinterpret_cast<char *>(smem);
+  const BwdLayout lay(N, RL, V, C, Lb, nt, sizeof(SH), sizeof(T));
+  uint4 *states = reinterpret_cast<uint4 *>(base + lay.states);
+  float *kq = reinterpret_cast<float *>(base + lay.kq),
+        *acc = reinterpret_cast<float *>(base + lay.acc), *accd = acc + (nt / 32) * Lb * N2,
+        *df = reinterpret_cast<float *>(base + lay.df);
+  float2 *nf = reinterpret_cast<float2 *>(base + lay.nf);  // q's steps, then k's
+  float2 *cb = reinterpret_cast<float2 *>(base + lay.cb);
+  T *rq = reinterpret_cast<T *>(base + lay.rq), *rk = reinterpret_cast<T *>(base + lay.rk),
+    *rv = reinterpret_cast<T *>(base + lay.rv), *rgt = reinterpret_cast<T *>(base + lay.rg),
+    *rdy = reinterpret_cast<T *>(base + lay.rdy);
   T *dq = (T *)p.dq, *dk = (T *)p.dk, *dv = (T *)p.dv, *ddecay = (T *)p.ddecay, *dg = (T *)p.dg;
 
-  float dS[R];
+  // The transpose: lane l (set l / NS, index i = l % NS in it) writes its RL partials as 16-byte
+  // pieces at wa[c]; the reader rows r_k = l % NS + k NS (of the lane's RL) are summed over the
+  // set's lanes i at ra[k][swz(i)] + 4 i RL (byte addresses in shared memory).
+  unsigned wa[RL / 4], ra[RPL][RL / 4];
+  {
+    const int set = lane / NS, i = lane % NS;
+    const unsigned sb = (unsigned)__cvta_generic_to_shared(base + lay.tb) +
+                        4u * (unsigned)(warp * G::TBW + set * G::SS);
 #pragma unroll
-  for (int r = 0; r < R; r++) dS[r] = p.dS_T ? p.dS_T[sbase + (int64_t)r * V] : 0.f;
-  // element (b, 0, h, j) of dv and dg, and the distance between steps
-  const int64_t at0 = row_of(p, pl.b, 0, pl.h) * V + pl.j, step_elems = (int64_t)p.H * V;
-
-  // With prefetch, segment seg - 1's inputs are copied raw into shared memory while segment seg
-  // runs (its decay waits in a register), as in the forward.
-  Raw<T> raw{};
-  if (p.prefetch) {
-    raw.q = reinterpret_cast<T *>(sm + lay.raw);
-    raw.k = raw.q + C * N, raw.v = raw.k + C * N, raw.g = raw.v + C * V, raw.dy = raw.g + C * V;
-  }
-  const T *dec = (const T *)p.decay;
-  const int64_t row_base = row_of(p, pl.b, 0, pl.h);  // step t is row row_base + t H
-  T dnext{};
-  auto prefetch = [&](int seg) {
-    const int t0 = seg * C, len = min(C, p.T - t0);
-    fetch_async<T, N>(p, row_base + (int64_t)t0 * p.H, len, raw);
-    if (pl.tid < len) dnext = dec[row_base + (int64_t)(t0 + pl.tid) * p.H];
-  };
-  if (p.prefetch) prefetch(p.nck - 1);
-  for (int seg = p.nck - 1; seg >= 0; seg--) {
-    const int t0 = seg * C, t1 = min(t0 + C, p.T);
-    if (p.prefetch) {
-      cp_async_wait();
-      __syncthreads();  // the copies landed; the previous segment is done with the staged inputs
-      const Src<T> src{raw.q, raw.k, raw.v, raw.g, raw.dy, N, V, true, true};
-      stage_from<T, N>(src, p.l2, p.gate, t1 - t0, V, qf, kf, qn, kn, vf, gf, dyf);
-      if (pl.tid < t1 - t0) df[pl.tid] = load(&dnext);
-      __syncthreads();
-      if (seg > 0) prefetch(seg - 1);
-    } else {
-      __syncthreads();  // the previous segment is done with the staged inputs
-      stage<T, N>(p, pl.b, pl.h, t0, t1 - t0, 0, V, qf, kf, qn, kn, vf, gf, dyf, df);
+    for (int c = 0; c < RL / 4; c++) wa[c] = sb + 4u * (unsigned)(i * RL + 4 * (c ^ swz<RL>(i)));
+#pragma unroll
+    for (int k = 0; k < RPL; k++) {
+      const int r = i + k * NS;
+#pragma unroll
+      for (int c = 0; c < RL / 4; c++)
+        ra[k][c] = sb + 4u * (unsigned)(4 * ((r >> 2) ^ c) + (r & 3));
     }
-    for (int c1 = t1; c1 > t0; c1 -= Lb) {
-      const int c0 = max(t0, c1 - Lb);
-      // replay t0 .. c1-1 from the checkpoint, keeping the states of c0 .. c1-1
-      float s[R], prev[R];
-      const float *ck = p.ckpt_in + ((int64_t)pl.bh * p.nck + seg) * N * V + (int64_t)pl.i0 * V + pl.j;
+  }
+  // One round: part (RL values a lane) summed over the CW lanes of each row group into the warp's
+  // row[i0 ..] (the caller's __syncwarp() orders it after the previous round's reads).
+  auto row_sums = [&](const float (&part)[RL], float *row) {
 #pragma unroll
-      for (int r = 0; r < R; r++) prev[r] = s[r] = ck[(int64_t)r * V];
-      for (int t = t0; t < c1; t++) {
-        const int us = t - t0;
-        float kh[R];
-        load8(kf + us * N + pl.i0, kh);
-        const float delta = vf[us * V + pl.j] - column_sum<N>(dot8(s, kh)), dec = df[us];
+    for (int c = 0; c < RL / 4; c++)
+      st_shared4(wa[c], part[4 * c], part[4 * c + 1], part[4 * c + 2], part[4 * c + 3]);
+    __syncwarp();
 #pragma unroll
-        for (int r = 0; r < R; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), p.lin);
-        if (t == c0 - 1) {
+    for (int k = 0; k < RPL; k++) {
+      float x = ld_shared(ra[k][0]), y = ld_shared(ra[k][swz<RL>(1)] + 4 * RL);
 #pragma unroll
-          for (int r = 0; r < R; r++) prev[r] = s[r];
-        }
-        if (t >= c0) {
-          const int u = t - c0;
-          store_state(states, u, s);
-          float o = 0.f;
-          if (p.gate) {
-            float qh[R];
-            load8(qf + us * N + pl.i0, qh);
-            o = column_sum<N>(dot8(s, qh));
-          }
-          if (pl.rg == 0) {
-            dl[u * V + pl.j] = delta;
-            of[u * V + pl.j] = o;
-          }
-        }
+      for (int i = 2; i < NS; i += 2) {
+        x += ld_shared(ra[k][swz<RL>(i)] + 4 * i * RL);
+        y += ld_shared(ra[k][swz<RL>(i + 1)] + 4 * (i + 1) * RL);
       }
-      __syncwarp();
-      // walk c1-1 .. c0 backward; element (b, t, h, j) of dv and dg is at at_t
-      int64_t at_t = at0 + (int64_t)(c1 - 1) * step_elems;
-      float sn[R];  // the state after step t: the previous iteration's sp
-      load_state(states, c1 - 1 - c0, sn);
-      for (int t = c1 - 1; t >= c0; t--) {
-        const int u = t - c0, us = t - t0;
-        float sp[R], kh[R], qh[R], a[2 * R];
-        if (u > 0) {
-          load_state(states, u - 1, sp);
+      x += y;
+#pragma unroll
+      for (int m = NS; m < CW; m <<= 1) x += __shfl_xor_sync(kFull, x, m);
+      if (lane % CW < NS) row[i0 + lane % NS + k * NS] = x;
+    }
+  };
+
+  const int64_t sbase = (int64_t)bh * N * V + (int64_t)i0 * V + col;
+  float dS[RL];
+#pragma unroll
+  for (int r = 0; r < RL; r++) dS[r] = p.dS_T && active ? p.dS_T[sbase + (int64_t)r * V] : 0.f;
+
+  const int64_t row_base = row_of(p, b, 0, h), vstep = (int64_t)p.H * V;  // step t: row_base + t H
+  T dn0{}, dn1{};
+  if (p.nck > 0) fetch_segment<T, N>(p, row_base, p.nck - 1, rq, rk, rv, rgt, rdy, dn0, dn1);
+  for (int seg = p.nck - 1; seg >= 0; seg--) {
+    const int t0 = seg * C, t1 = min(t0 + C, p.T), len = t1 - t0;
+    cp_async_wait();
+    __syncthreads();  // the raw copy landed; the previous segment is done with kq, df, nf
+    {
+      constexpr int W = 16 / sizeof(T);
+      for (int r = tid; r < 2 * len; r += nt) {
+        const int isk = r < len, u = isk ? r : r - len;
+        float a = 0.f;  // |x|: dx = (dx^ - x^ (x^ . dx^) d / a) / d, d = a + eps (0 at x = 0)
+        stage_row<T, N, W>((isk ? rk : rq) + u * N, kq + u * N2 + (isk ? 0 : N), p.l2, &a);
+        nf[isk * C + u] = make_float2(a > 0.f ? (a + kEps) / a : 0.f, 1.f / (a + kEps));
+      }
+      if (tid < len) df[tid] = load(&dn0);
+      if (tid + nt < len) df[tid + nt] = load(&dn1);
+    }
+    __syncthreads();
+    const float *ck = p.ckpt_in + ((int64_t)bh * p.nck + seg) * N * V + (int64_t)i0 * V + col;
+    for (int c1 = t1; c1 > t0; c1 -= Lb) {
+      const int c0 = max(t0, c1 - Lb), n = c1 - c0;
+      // Replay t0 .. c1-1 from the checkpoint: prev gets the state before c0; states u = 0 .. n-2
+      // of the chunk go to shared memory, the last stays in s.
+      float s[RL], prev[RL];
+#pragma unroll
+      for (int r = 0; r < RL; r++) s[r] = active ? ck[(int64_t)r * V] : 0.f;
+      const float *kqp = kq + i0;
+      const T *vp = rv + (active ? col : 0);
+      auto advance = [&](int us) -> float {
+        float kh[RL];
+        load_rows<RL>(kqp, kh);
+        const float vj = active ? load(vp) : 0.f;
+        const float delta = vj - colsum<N>(dot<2>(s, kh)), dec = df[us];
+        if (lin) {
+#pragma unroll
+          for (int r = 0; r < RL; r++) s[r] = fmaf(kh[r], delta, dec * s[r]);
         } else {
 #pragma unroll
-          for (int r = 0; r < R; r++) sp[r] = prev[r];
+          for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), false);
         }
-        load8(kf + us * N + pl.i0, kh);
-        load8(qf + us * N + pl.i0, qh);
-        const float dov = dyf[us * V + pl.j], delta = dl[u * V + pl.j], dec = df[us];
-        const float dgj = p.gate ? gf[us * V + pl.j] * of[u * V + pl.j] : 0.f;
-        float dP[R];
+        kqp += N2, vp += V;
+        return delta;
+      };
+      for (int us = 0; us < c0 - t0; us++) advance(us);
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-          dS[r] = fmaf(qh[r], dov, dS[r]);
-          a[r] = sn[r] * dov;  // dq^ partial
-          dP[r] = p.lin ? dS[r] : dS[r] * fmaf(-sn[r], sn[r], 1.f);
+      for (int r = 0; r < RL; r++) prev[r] = s[r];
+      {
+        uint4 *sp = states + tid;
+        float2 *cbp = cb + col;
+        const int at = (active ? col : 0) + (c0 - t0) * V;
+        const T *gp = rgt + at, *dyp = rdy + at;
+        int64_t dga = (row_base + (int64_t)c0 * p.H) * V + col;  // element (b, t, h, j) of dg
+        for (int u = 0; u < n; u++) {
+          const float delta = advance(c0 - t0 + u);
+          if (u < n - 1) put_state<SH, RL>(sp, nt, s);
+          sp += U * nt;
+          float o = 0.f;
+          if (gate) {
+            float qh[RL];
+            load_rows<RL>(kqp - N, qh);  // advance moved kqp on: q^ of this step is at -2N + N
+            o = colsum<N>(dot<2>(s, qh));
+          }
+          if (rg0) {
+            float dov = 0.f;
+            if (active) {
+              const float dy = load(dyp);
+              dov = dy;
+              if (gate) {
+                const float g = load(gp), sg = sigmoid_fast(g), silu = g * sg;
+                dov = dy * silu;
+                store(dg + dga, dy * o * fmaf(silu, 1.f - sg, sg));
+              }
+            }
+            *cbp = make_float2(delta, dov);
+          }
+          cbp += VW, gp += V, dyp += V, dga += vstep;
         }
-        const float ddl = column_sum<N>(dot8(dP, kh));
-        const float ddec_part = dot8(dP, sp);
+      }
+      if (c0 == t0 && seg > 0) {
+        __syncthreads();  // every warp done reading this segment's raw inputs
+        fetch_segment<T, N>(p, row_base, seg - 1, rq, rk, rv, rgt, rdy, dn0, dn1);
+      }
+      __syncwarp();  // cb's (delta, dL/do) written by the columns' first lanes
+      // Walk back c1-1 .. c0: dS in registers, sn the state after the step, sp before it.
+      {
+        float sn[RL];
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-          a[R + r] = fmaf(dP[r], delta, -sp[r] * ddl);  // dk^ partial
-          dS[r] = fmaf(dec, dP[r], -kh[r] * ddl);
-        }
-        if (pl.rg == 0) {
-          store(dv + at_t, ddl);
-          if (p.gate) store(dg + at_t, dgj);
-        }
-        at_t -= step_elems;
-        reduce_scatter<N>(a, pl.lane);
-        const int c = pl.lane % CW;
-        float *rw = red + ((pl.warp * Lb + u) * 2) * N;
+        for (int r = 0; r < RL; r++) sn[r] = s[r];
+        const float *kqw = kq + (c1 - 1 - t0) * N2 + i0, *dfw = df + (c1 - 1 - t0);
+        const float2 *cbw = cb + (n - 1) * VW + col;
+        float *accw = acc + (warp * Lb + n - 1) * N2, *accdw = accd + warp * Lb + n - 1;
+        T *dvw = dv + (row_base + (int64_t)(c1 - 1) * p.H) * V + col;
+        const uint4 *spw = states + tid + (n > 1 ? (n - 2) * U * nt : 0);
+        auto walk_step = [&](const float (&sp)[RL]) {
+          float part[RL];
+          const float2 dd = *cbw;
+          const float delta = dd.x, dov = dd.y;
+          {
+            float qh[RL];
+            load_rows<RL>(kqw + N, qh);
 #pragma unroll
-        for (int x = 0; x < PER; x++) {
-          const int idx = c * PER + x, kind = idx / R;  // 0: dq^, 1: dk^
-          rw[kind * N + pl.i0 + idx % R] = a[x];
-        }
-        const float dd = warp_sum(ddec_part);
-        if (pl.lane == 0) rdd[pl.warp * Lb + u] = dd;
+            for (int r = 0; r < RL; r++) {
+              dS[r] = fmaf(qh[r], dov, dS[r]);
+              part[r] = sn[r] * dov;  // dq^
+            }
+          }
+          __syncwarp();  // the previous round's readers are done with the transpose buffer
+          row_sums(part, accw);
+          if (!lin) {
 #pragma unroll
-        for (int r = 0; r < R; r++) sn[r] = sp[r];
+            for (int r = 0; r < RL; r++) dS[r] *= fmaf(-sn[r], sn[r], 1.f);  // dP
+          }
+          float kh[RL];
+          load_rows<RL>(kqw, kh);
+          const float ddl = colsum<N>(dot<2>(dS, kh)), ddp = dot<2>(dS, sp), dec = *dfw;
+#pragma unroll
+          for (int r = 0; r < RL; r++) {
+            part[r] = fmaf(dS[r], delta, -sp[r] * ddl);  // dk^
+            dS[r] = fmaf(dec, dS[r], -kh[r] * ddl);
+            sn[r] = sp[r];
+          }
+          __syncwarp();
+          row_sums(part, accw + N);
+          const float dd_sum = warp_sum(ddp);
+          if (lane == 0) *accdw = dd_sum;
+          if (rg0 && active) store(dvw, ddl);
+          kqw -= N2, dfw--, cbw -= VW, accw -= N2, accdw--, dvw -= vstep;
+        };
+        for (int u = n - 1; u > 0; u--) {
+          float sp[RL];
+          get_state<SH, RL>(spw, nt, sp);
+          spw -= U * nt;
+          walk_step(sp);
+        }
+        walk_step(prev);
       }
       __syncthreads();
-      // the chunk's dq, dk rows (one warp a row) and ddecay
-      const int len = c1 - c0;
-      for (int rr = pl.warp; rr < 2 * len; rr += pl.nwarps) {
-        const int kind = rr / len, u = rr - kind * len, us = c0 + u - t0;
-        const float *xh = (kind == 0 ? qf : kf) + us * N;
-        float g0 = 0.f, g1 = 0.f;
-        for (int w = 0; w < pl.nwarps; w++) {
-          const float *rw = red + ((w * Lb + u) * 2 + kind) * N;
-          if (pl.lane < N) g0 += rw[pl.lane];
-          if (pl.lane + 32 < N) g1 += rw[pl.lane + 32];
+      // The chunk's dq, dk rows, summed over the warps, through the l2 backward: N/2 lanes a row,
+      // 2 elements a lane, 64/N rows a warp at a time (the loop is warp-uniform: shuffles).
+      {
+        constexpr int LPR = N / 2, RPW = 32 / LPR;
+        const int e = 2 * (lane % LPR);
+        for (int r0 = warp * RPW; r0 < 2 * n; r0 += (nt / 32) * RPW) {
+          const int rr = r0 + lane / LPR, kind = rr >= n, u = rr - kind * n;  // kind 0: dq, 1: dk
+          const bool ok = rr < 2 * n;
+          float2 g = make_float2(0.f, 0.f), x = g;
+          if (ok) {
+            const float *a = acc + u * N2 + kind * N + e;
+#pragma unroll 1  // a few warps
+            for (int w = 0; w < nt / 32; w++, a += Lb * N2) {
+              const float2 y = *reinterpret_cast<const float2 *>(a);
+              g.x += y.x, g.y += y.y;
+            }
+            x = *reinterpret_cast<const float2 *>(kq + (c0 - t0 + u) * N2 + (kind ? 0 : N) + e);
+          }
+          if (p.l2) {
+            float dot = x.x * g.x + x.y * g.y;
+#pragma unroll
+            for (int m = LPR / 2; m >= 1; m >>= 1) dot += __shfl_xor_sync(kFull, dot, m);
+            if (ok) {
+              const float2 f = nf[kind * C + c0 - t0 + u];
+              const float coef = dot * f.x;
+              g.x = (g.x - x.x * coef) * f.y;
+              g.y = (g.y - x.y * coef) * f.y;
+            }
+          }
+          if (ok) {
+            T *out = (kind ? dk : dq) + row_of(p, b, c0 + u, h) * N + e;
+            store(out, g.x);
+            store(out + 1, g.y);
+          }
         }
-        if (p.l2) {
-          const float x0 = pl.lane < N ? xh[pl.lane] : 0.f, x1 = pl.lane + 32 < N ? xh[pl.lane + 32] : 0.f;
-          const float dot = warp_sum(x0 * g0 + x1 * g1), a = (kind == 0 ? qn : kn)[us],
-                      d = a + kEps, coef = a > 0.f ? dot * d / a : 0.f, inv_d = 1.f / d;
-          g0 = (g0 - x0 * coef) * inv_d;
-          g1 = (g1 - x1 * coef) * inv_d;
-        }
-        T *out = (kind == 0 ? dq : dk) + row_of(p, pl.b, c0 + u, pl.h) * N;
-        if (pl.lane < N) store(out + pl.lane, g0);
-        if (pl.lane + 32 < N) store(out + pl.lane + 32, g1);
       }
-      for (int u = pl.tid; u < len; u += blockDim.x) {
+      for (int u = tid; u < n; u += nt) {
         float sum = 0.f;
-        for (int w = 0; w < pl.nwarps; w++) sum += rdd[w * Lb + u];
-        store(ddecay + row_of(p, pl.b, c0 + u, pl.h), sum);
+#pragma unroll 1
+        for (int w = 0; w < nt / 32; w++) sum += accd[w * Lb + u];
+        store(ddecay + row_of(p, b, c0 + u, h), sum);
       }
-      __syncthreads();  // red, rdd, dl, of are rewritten by the next chunk
+      __syncthreads();  // the sums are read before the next chunk's walk rewrites them
     }
   }
-  if (p.dS0) {
+  if (p.dS0 && active) {
 #pragma unroll
-    for (int r = 0; r < R; r++) p.dS0[sbase + (int64_t)r * V] = dS[r];
+    for (int r = 0; r < RL; r++) p.dS0[sbase + (int64_t)r * V] = dS[r];
   }
 }
 
-
-// Whether the backward's fetch_async can copy the inputs: every row and column piece 16-byte
-// aligned, and a segment's decay one register a thread.
-template <typename T> bool prefetchable(const Params &p, int nthreads) {
+// Whether fetch_segment can copy with cp.async: every row and column piece 16-byte aligned.
+template <typename T> bool prefetchable(const Params &p) {
   const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g |
                          (uintptr_t)p.dy;
-  return (p.V * sizeof(T)) % 16 == 0 && nthreads >= p.C && (ptrs & 15) == 0;
+  return (p.V * sizeof(T)) % 16 == 0 && (ptrs & 15) == 0;
 }
 
-// registers allow only one or two blocks (n=64: 512 threads), the chunk takes what they leave
-// (n=64 measured 4439 us at Lb=2 and 3772 at Lb=3). *limit: the most a block may opt into.
-template <typename T, int N> size_t bwd_smem_budget(int nthreads, size_t *limit) {
-  static int regs = -1;  // the kernel's registers a thread, asked once
-  if (regs < 0) {
-    cudaFuncAttributes a{};
-    regs = cudaFuncGetAttributes(&a, e88_backward_kernel<T, N>) ? 0 : a.numRegs;
-  }
-  int dev = 0, per_sm = 0, regs_sm = 0, optin = 0;
-  if (!regs || cudaGetDevice(&dev) ||
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ||
-      cudaDeviceGetAttribute(&regs_sm, cudaDevAttrMaxRegistersPerMultiprocessor, dev) ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) {
-    cudaGetLastError();
-    *limit = kMaxSmem;
-    return kBwdSmem;
-  }
-  int blocks = regs_sm / (((regs + 7) / 8) * 8 * nthreads);  // registers go by 8 a thread
-  blocks = blocks < 1 ? 1 : blocks > 3 ? 3 : blocks;
-  const size_t budget = (size_t)per_sm / blocks - 1024;  // 1 KB a block is the system's
-  *limit = (size_t)optin;
-  return budget < *limit ? budget : *limit;
-}
-
-template <typename T, int N> int launch_backward(const Params &p0, cudaStream_t st) {
+// The replay chunk Lb (a longer one replays fewer steps), as the forward's forward_chunk: the
+// latency-bound blocks should all be resident at once (a second wave of a few blocks runs nearly
+// alone: at the layer's shape 664 blocks need 6 an SM), so the longest chunk, up to the segment,
+// whose shared memory lets ceil(blocks / SMs) blocks (as far as registers allow) share an SM, and
+// at least kBwdMinChunk. Never more than the opt-in limit.
+template <typename T, typename SH, int N>
+int launch_backward_sh(const Params &p0, cudaStream_t st) {
   Params p = p0;
-  const int nthreads = p.V * N / R;
-  p.prefetch = prefetchable<T>(p, nthreads);
+  const void *kernel = reinterpret_cast<const void *>(e88_backward_kernel<T, SH, N>);
+  constexpr int CW = BGeo<N>::CW;
+  const int nthreads = (p.V + CW - 1) / CW * 32;
+  p.prefetch = prefetchable<T>(p);
   auto bytes = [&](int Lb) {
-    return BwdLayout(N, p.V, p.C, Lb, nthreads).bytes(p.prefetch, N, p.V, p.C, sizeof(T));
+    return BwdLayout(N, BGeo<N>::RL, p.V, p.C, Lb, nthreads, sizeof(SH), sizeof(T)).total;
   };
-  size_t limit = 0;
-  const size_t budget = bwd_smem_budget<T, N>(nthreads, &limit);
-  int Lb = p.C;
-  while (Lb > 1 && bytes(Lb) > budget) Lb--;
-  if (bytes(Lb) > limit) return (int)cudaErrorInvalidConfiguration;
-  p.L = Lb;
-  const size_t smem = bytes(Lb);
-  cudaError_t e = cudaFuncSetAttribute(e88_backward_kernel<T, N>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  int dev = 0, sms = 0, optin = 0, cap = 0, most = 0;
+  if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) || sms < 1)
+    return (int)cudaErrorInvalidConfiguration;
+  int Lb = p.C < p.T ? p.C : p.T > 1 ? p.T : 1;  // T = 0 still writes dS0
+  while (Lb > 1 && bytes(Lb) > (size_t)optin) Lb--;
+  if (bytes(Lb) > (size_t)optin) return (int)cudaErrorInvalidConfiguration;
+  cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes(Lb));
   if (e != cudaSuccess) return (int)e;
-  e88_backward_kernel<T, N><<<p.B * p.H, nthreads, smem, st>>>(p);
+  const int least = Lb < kBwdMinChunk ? Lb : kBwdMinChunk;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cap, kernel, nthreads, bytes(least));
+  if (e != cudaSuccess) return (int)e;
+  const int64_t blocks = (int64_t)p.B * p.H, per_sm = (blocks + sms - 1) / sms,
+                want = per_sm < cap ? per_sm : cap;
+  for (; Lb > least; Lb--) {
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&most, kernel, nthreads, bytes(Lb));
+    if (e != cudaSuccess) return (int)e;
+    if (most >= want) break;
+  }
+  p.L = Lb;
+  e88_backward_kernel<T, SH, N><<<(unsigned)blocks, nthreads, bytes(Lb), st>>>(p);
   return (int)cudaGetLastError();
+}
+
+template <typename T, int N> int launch_backward(const Params &p, cudaStream_t st) {
+  if constexpr (std::is_same<T, float>::value) {
+    return launch_backward_sh<T, float, N>(p, st);
+  } else {
+    if (p.lin) return launch_backward_sh<T, float, N>(p, st);
+    return launch_backward_sh<T, __half, N>(p, st);
+  }
 }
 }  // namespace
 

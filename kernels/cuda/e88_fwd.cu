@@ -1,91 +1,304 @@
-// E88 forward: see e88_common.cuh for the shared parts and e88.cu for the design.
+// E88 forward (version 3). A block is one (b, h), or a group of up to 4 warps of its columns.
+// Its compute warps hold S in the layout of e88_common.cuh (Lay): no barrier sits inside the
+// recurrence. One more warp, the producer, stages the next chunk of steps (k^ and q^
+// normalized, v, silu(g), decay, as f32) into the other of two shared-memory buffers while the
+// compute warps run the current one; mbarriers hand the buffers over. The global loads' latency,
+// which the version-2 kernel's warps paid at every chunk (40% of its stall samples), is off the
+// chain's path.
 #include "cuda/e88_common.cuh"
 
 namespace eng_e88 {
 namespace {
 
-// ---------------- forward ----------------
+constexpr int kFwdMaxChunk = 32;  // steps a chunk
+constexpr size_t kFwdSmem = 48 * 1024;  // both buffers (no opt-in needed)
 
-// CPT columns a thread: the k^ and q^ a step loads from shared memory serve all of them. The
-// forward is bound by its instructions a warp-step, each paying its latency (~2.5 warps a
-// scheduler at the layer's shape: docs/PERF.md, E88).
-template <typename T, int N, int CPT>
-__global__ void e88_forward_kernel(Params p) {
-  constexpr bool FAST = !std::is_same<T, float>::value;
-  const Place<N, CPT> pl(p.H, p.splits);
-  const int V = p.V, L = p.L, Vb = pl.Vb, ns = pl.nslot;
-  extern __shared__ float4 smem4[];
-  float *kf = reinterpret_cast<float *>(smem4), *qf = kf + L * N, *vf = qf + L * N,
-        *gf = vf + L * Vb, *df = gf + L * Vb;
-  const int64_t sbase = (int64_t)pl.bh * N * V + (int64_t)pl.i0 * V + pl.j;
-  // y of the thread's first column at the current step (row group 0 stores it from the loop)
-  T *yp = (T *)p.y + row_of(p, pl.b, 0, pl.h) * V + pl.j;
-  const int64_t ystep = (int64_t)p.H * V;
-  float s[CPT][R];
-#pragma unroll
-  for (int c = 0; c < CPT; c++)
-#pragma unroll
-    for (int r = 0; r < R; r++) s[c][r] = p.S0 ? p.S0[sbase + c * ns + (int64_t)r * V] : 0.f;
-
-  // the next checkpoint: its step and where it goes (a counter, not t % C: that is a division)
-  int next_ck = 0;
-  float *ck = p.ckpt ? p.ckpt + (int64_t)pl.bh * p.nck * N * V + (int64_t)pl.i0 * V + pl.j : nullptr;
-  for (int t0 = 0; t0 < p.T; t0 += L) {
-    const int len = min(L, p.T - t0);
-    stage<T, N>(p, pl.b, pl.h, t0, len, pl.col0, Vb, qf, kf, nullptr, nullptr, vf, gf, nullptr, df);
-    for (int u = 0; u < len; u++) {
-      if (ck && t0 + u == next_ck) {
-#pragma unroll
-        for (int c = 0; c < CPT; c++)
-#pragma unroll
-          for (int r = 0; r < R; r++) ck[c * ns + (int64_t)r * V] = s[c][r];
-        ck += (int64_t)N * V;
-        next_ck += p.C;
-      }
-      float kh[R], qh[R], x[CPT];
-      load8(kf + u * N + pl.i0, kh);
-      load8(qf + u * N + pl.i0, qh);
-#pragma unroll
-      for (int c = 0; c < CPT; c++) x[c] = dot8(s[c], kh);
-      column_sums<N, CPT>(x);
-      const float dec = df[u];
-#pragma unroll
-      for (int c = 0; c < CPT; c++) {
-        const float delta = vf[u * Vb + pl.jl + c * ns] - x[c];
-#pragma unroll
-        for (int r = 0; r < R; r++) s[c][r] = act<FAST>(fmaf(kh[r], delta, dec * s[c][r]), p.lin);
-      }
-#pragma unroll
-      for (int c = 0; c < CPT; c++) x[c] = dot8(s[c], qh);
-      column_sums<N, CPT>(x);
-      if (pl.rg == 0) {
-#pragma unroll
-        for (int c = 0; c < CPT; c++) {
-          const int at = u * Vb + pl.jl + c * ns;
-          store(yp + c * ns, p.gate ? x[c] * gf[at] : x[c]);
-        }
-      }
-      yp += ystep;
-    }
-    __syncthreads();  // every warp done with the chunk's staged inputs
-  }
-  if (p.S_T) {
-#pragma unroll
-    for (int c = 0; c < CPT; c++)
-#pragma unroll
-      for (int r = 0; r < R; r++) p.S_T[sbase + c * ns + (int64_t)r * V] = s[c][r];
-  }
+// Shared-memory mbarriers at CTA scope (sm_80 and later) hand the two buffers over: buffer b's
+// "full" (the producer's 32 lanes arrive, the compute warps wait) and "empty" (the other way).
+// Named barriers would do, but an SM has few of them: 4 ids a block held the layer's blocks to 4
+// an SM instead of the 6 that keep all 664 resident.
+__device__ __forceinline__ uint32_t shared_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init_cta(uint64_t *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(shared_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cta(uint64_t *bar) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared.b64 st, [%0]; }" ::"r"(shared_addr(bar)) : "memory");
+}
+// Waits for the completion of the phase with parity `parity`. On sm_90 try_wait suspends the
+// thread until then (or a time limit) instead of spinning: the producer waits most of the time,
+// and a spinning warp takes issue slots from the compute warps of its scheduler.
+__device__ __forceinline__ void mbar_wait_cta(uint64_t *bar, unsigned parity) {
+  uint32_t done;
+  do {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(shared_addr(bar)), "r"(parity)
+                 : "memory");
+#else
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(shared_addr(bar)), "r"(parity)
+                 : "memory");
+    if (!done) __nanosleep(256);
+#endif
+  } while (!done);
 }
 
 
-// The forward's chunk length. Long chunks amortize the staging's barriers, but the grid's blocks
-// (latency-bound chains) should all be resident at once where they can be: a second wave of a few
-// blocks runs nearly alone after the first (the layer's 1328 blocks at 10 an SM instead of 11:
-// 598 against 381 us). So the longest chunk, up to kFwdMaxChunk and within kFwdSmem, whose shared
-// memory lets ceil(blocks / SMs) blocks (as far as registers and threads allow) share an SM, and
-// at least kFwdMinChunk.
+
+
+// One chunk's buffer: k^, q^ [L][N], v, silu(g) [L][Vb], decay [L].
+struct Chunk {
+  float *k, *q, *v, *g, *d;
+  __device__ Chunk(float *base, int L, int N, int Vb)
+      : k(base), q(base + L * N), v(q + L * N), g(v + L * Vb), d(g + L * Vb) {}
+};
+__host__ __device__ inline size_t chunk_floats(int L, int N, int Vb) {
+  return ((size_t)L * (2 * N + 2 * Vb + 1) + 3) & ~(size_t)3;  // buffers stay 16-byte aligned
+}
+
+// PW floats to dst: 16-byte stores when PW is a multiple of 4 (dst is then 16-byte aligned).
+template <int PW> __device__ __forceinline__ void store_f32(float *dst, const float (&x)[PW]) {
+  if constexpr (PW % 4 == 0) {
+#pragma unroll
+    for (int w = 0; w < PW; w += 4) reinterpret_cast<float4 *>(dst)[w / 4] = make_float4(x[w], x[w + 1], x[w + 2], x[w + 3]);
+  } else {
+#pragma unroll
+    for (int w = 0; w < PW; w++) dst[w] = x[w];
+  }
+}
+
+// Where the producer reads a chunk's inputs: the tensors (row u of q/k at u * row_step elements
+// from k, q; columns at u * col_step from v, g: the chunk's first step and the block's first
+// column), or their raw copy in shared memory (fetch_raw).
+template <typename T> struct Inputs {
+  const T *k, *q, *v, *g;
+  int64_t row_step, col_step;
+};
+
+// A chunk's raw copy: k, q [L][N] and v, g [L][Vb] in T.
+template <typename T> struct RawChunk {
+  T *k, *q, *v, *g;
+  __device__ RawChunk(T *base, int L, int N, int Vb) : k(base), q(k + L * N), v(q + L * N), g(v + L * Vb) {}
+  __device__ Inputs<T> inputs(int N, int Vb) const { return {k, q, v, g, N, Vb}; }
+};
+
+// Starts copying len steps into raw with cp.async, 16 bytes a copy (the launcher checked that
+// every piece is aligned: vector_inputs), so that a chunk's loads are all in flight at once.
+template <typename T, int N>
+__device__ void fetch_raw(const Inputs<T> &in, int len, int Vb, bool gate, const RawChunk<T> &raw, int lane) {
+  constexpr int W = 16 / sizeof(T), PPR = N / W;
+  for (int e = lane; e < 2 * len * PPR; e += 32) {
+    const int r = e / PPR, x = (e - r * PPR) * W;
+    const bool isk = r < len;
+    const int u = isk ? r : r - len;
+    cp_async16((isk ? raw.k : raw.q) + u * N + x, (isk ? in.k : in.q) + u * in.row_step + x);
+  }
+  const int per_row = Vb / W;
+  for (int e = lane; e < len * per_row; e += 32) {
+    const int u = e / per_row, j = (e - u * per_row) * W;
+    cp_async16(raw.v + u * Vb + j, in.v + u * in.col_step + j);
+    if (gate) cp_async16(raw.g + u * Vb + j, in.g + u * in.col_step + j);
+  }
+  cp_async_commit();
+}
+
+// The rows of q and k of len steps into ch (f32, normalized when l2), PPR lanes a row with one
+// piece of PW elements each, so that a warp's stores to shared memory are contiguous (no bank
+// conflicts: the compute warps share the shared-memory pipe).
+template <typename T, int N, int PW>
+__device__ void fill_rows(const Inputs<T> &in, bool l2, int len, const Chunk &ch, int lane) {
+  constexpr int PPR = N / PW < 32 ? N / PW : 32, PE = N / PPR, RPI = 32 / PPR;  // lanes a row, elements a lane, rows a pass
+  const int sub = lane / PPR, piece = lane % PPR;
+  for (int r0 = 0; r0 < 2 * len; r0 += RPI) {
+    const int r = r0 + sub;
+    const bool isk = r < len, valid = r < 2 * len;
+    const int u = isk ? r : r - len;
+    float x[PE];
+    const T *src = (isk ? in.k : in.q) + u * in.row_step + piece * PE;
+#pragma unroll
+    for (int w = 0; w < PE; w += PW) {
+      float y[PW];
+      if (valid) load_piece<T, PW>(src + w, y);
+#pragma unroll
+      for (int z = 0; z < PW; z++) x[w + z] = valid ? y[z] : 0.f;
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int w = 0; w < PE; w++) ss = fmaf(x[w], x[w], ss);
+#pragma unroll
+    for (int m = 1; m < PPR; m <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+    const float inv = l2 ? 1.f / (sqrtf(ss) + kEps) : 1.f;
+#pragma unroll
+    for (int w = 0; w < PE; w++) x[w] *= inv;
+    if (valid) store_f32<PE>((isk ? ch.k : ch.q) + u * N + piece * PE, x);
+  }
+}
+
+// Which columns a block holds: up to kGroupWarps compute warps of a head's columns, so that a
+// wide head (n = v = 64: 8 warps) is two blocks, each with its own producer.
+constexpr int kGroupWarps = 4;
+template <int N> struct Groups {
+  int per_head, ncw;  // blocks a (b, h), compute warps a block
+  __host__ __device__ explicit Groups(int V) {
+    const int warps = (V + Lay<N>::CW - 1) / Lay<N>::CW;
+    per_head = (warps + kGroupWarps - 1) / kGroupWarps;
+    ncw = (warps + per_head - 1) / per_head;
+  }
+};
+
+// Columns 0 .. Vb-1 of v and silu(g) of len steps into ch, a lane per PW columns; columns at or
+// past `real` are padding (zero state and output).
+template <typename T, int PW>
+__device__ void fill_columns(const Inputs<T> &in, bool gate, int len, int Vb, int real, const Chunk &ch,
+                             int lane) {
+  const int per_row = Vb / PW;
+  for (int e = lane; e < len * per_row; e += 32) {
+    const int u = e / per_row, j = (e - u * per_row) * PW;
+    const int64_t at = u * in.col_step + j;
+    float vv[PW], gg[PW];
+    if (PW > 1 || j < real) {
+      load_piece<T, PW>(in.v + at, vv);
+      if (gate) load_piece<T, PW>(in.g + at, gg);
+    } else {
+#pragma unroll
+      for (int w = 0; w < PW; w++) vv[w] = gg[w] = 0.f;
+    }
+#pragma unroll
+    for (int w = 0; w < PW; w++) gg[w] *= sigmoid_fast(gg[w]);
+    store_f32<PW>(ch.v + u * Vb + j, vv);
+    if (gate) store_f32<PW>(ch.g + u * Vb + j, gg);
+  }
+}
+
+// Whether every 16-byte piece of q, k, v, g a block reads is aligned (then they go through
+// fetch_raw, else element by element from global memory).
+template <typename T> bool vector_inputs(const Params &p, int Vb) {
+  constexpr int W = 16 / sizeof(T);
+  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g;
+  return (ptrs & 15) == 0 && p.V % Vb == 0 && Vb % W == 0 && p.V % W == 0;
+}
+
+// The producer warp: chunk after chunk into the two buffers, each once the compute warps are
+// done with it. With vector inputs, chunk c + 1's copy (fetch_raw) is in flight while the
+// producer waits to convert chunk c; decay rides along in a register (a lane a step: L <= 32).
+template <typename T, int N>
+__device__ void produce(const Params &p, int b, int h, int col0, int Vb, float *bufs, size_t buf_floats,
+                        T *raw_base, uint64_t *full, uint64_t *empty, int lane) {
+  const int L = p.L, nchunks = (p.T + L - 1) / L;
+  const bool vec = raw_base != nullptr;
+  const RawChunk<T> raw(raw_base, L, N, Vb);
+  auto global = [&](int c) {
+    const int64_t row0 = row_of(p, b, c * L, h), at0 = row0 * p.V + col0;
+    return Inputs<T>{(const T *)p.k + row0 * N, (const T *)p.q + row0 * N, (const T *)p.v + at0,
+                     p.gate ? (const T *)p.g + at0 : nullptr, (int64_t)p.H * N, (int64_t)p.H * p.V};
+  };
+  auto decay_of = [&](int c) {
+    const int len = min(L, p.T - c * L);
+    return lane < len ? load((const T *)p.decay + row_of(p, b, c * L + lane, h)) : 0.f;
+  };
+  float dnext = 0.f;
+  if (vec && nchunks > 0) fetch_raw<T, N>(global(0), min(L, p.T), Vb, p.gate, raw, lane), dnext = decay_of(0);
+  for (int c = 0; c < nchunks; c++) {
+    const int len = min(L, p.T - c * L);
+    if (c >= 2) mbar_wait_cta(empty + (c & 1), ((c - 2) >> 1) & 1);
+    const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
+    if (vec) {
+      cp_async_wait();
+      __syncwarp();
+      const Inputs<T> in = raw.inputs(N, Vb);
+      fill_rows<T, N, 16 / sizeof(T)>(in, p.l2, len, ch, lane);
+      fill_columns<T, 16 / sizeof(T)>(in, p.gate, len, Vb, Vb, ch, lane);
+      if (lane < len) ch.d[lane] = dnext;
+      __syncwarp();  // every lane is done with the raw copy
+      if (c + 1 < nchunks) fetch_raw<T, N>(global(c + 1), min(L, p.T - (c + 1) * L), Vb, p.gate, raw, lane), dnext = decay_of(c + 1);
+    } else {
+      const Inputs<T> in = global(c);
+      fill_rows<T, N, 1>(in, p.l2, len, ch, lane);
+      fill_columns<T, 1>(in, p.gate, len, Vb, p.V - col0, ch, lane);
+      if (lane < len) ch.d[lane] = decay_of(c);
+    }
+    mbar_arrive_cta(full + (c & 1));
+  }
+}
+
+// The registers decide how many blocks share an SM: at n = 64, 80 a thread lets 5 blocks of 4
+// compute warps (the 656 blocks of B=8 H=41 v=64 on 132 SMs); at n = 32, 96 lets 7 of 2 (the
+// layer's 664 blocks need 6).
+template <typename T, int N, bool LIN>
+__global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
+  using G = Lay<N>;
+  constexpr int RL = G::RL;
+  constexpr bool FAST = !std::is_same<T, float>::value;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, ncw = blockDim.x / 32 - 1;
+  const int Vb = ncw * G::CW, V = p.V, L = p.L, nchunks = (p.T + L - 1) / L;
+  const int per_head = Groups<N>(V).per_head, bh = blockIdx.x / per_head, b = bh / p.H, h = bh % p.H;
+  const int col0 = (blockIdx.x % per_head) * Vb;
+  extern __shared__ float4 smem4[];
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem4), *empty = full + 2;
+  float *const bufs = reinterpret_cast<float *>(smem4) + 8;  // after the 4 mbarriers
+  const size_t buf_floats = chunk_floats(L, N, Vb);
+  if (threadIdx.x == 0) {
+    for (int x = 0; x < 2; x++) mbar_init_cta(full + x, 32), mbar_init_cta(empty + x, ncw * 32);
+  }
+  __syncthreads();
+
+  if (warp == ncw) {
+    T *raw = p.prefetch ? reinterpret_cast<T *>(bufs + 2 * buf_floats) : nullptr;
+    produce<T, N>(p, b, h, col0, Vb, bufs, buf_floats, raw, full, empty, lane);
+    return;
+  }
+
+  const int rg = lane / G::CW, jl = warp * G::CW + lane % G::CW, i0 = rg * RL, j = col0 + jl;
+  const bool active = j < V;  // padding columns (V not a multiple of CW) compute zeros
+  const int64_t sbase = (int64_t)bh * N * V + (int64_t)i0 * V + j;
+  float s[RL];
+#pragma unroll
+  for (int r = 0; r < RL; r++) s[r] = p.S0 && active ? p.S0[sbase + (int64_t)r * V] : 0.f;
+  T *yp = (T *)p.y + row_of(p, b, 0, h) * V + j;  // y at the current step
+  const int64_t ystep = (int64_t)p.H * V;
+  const bool stores_y = rg == 0 && active;
+  // the next checkpoint: its step and where it goes (a counter, not t % C: that is a division)
+  int next_ck = 0;
+  float *ck = p.ckpt && active ? p.ckpt + (int64_t)bh * p.nck * N * V + (int64_t)i0 * V + j : nullptr;
+
+  for (int c = 0; c < nchunks; c++) {
+    const int t0 = c * L, len = min(L, p.T - t0);
+    mbar_wait_cta(full + (c & 1), (c >> 1) & 1);
+    const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
+    const float *kp = ch.k + i0, *qp = ch.q + i0, *vp = ch.v + jl, *gp = ch.g + jl, *dp = ch.d;
+    for (int u = 0; u < len; u++, kp += N, qp += N, vp += Vb, gp += Vb, dp++, yp += ystep) {
+      if (ck && t0 + u == next_ck) {
+#pragma unroll
+        for (int r = 0; r < RL; r++) ck[(int64_t)r * V] = s[r];
+        ck += (int64_t)N * V;
+        next_ck += p.C;
+      }
+      float kh[RL], qh[RL];
+      load_rows(kp, kh);
+      load_rows(qp, qh);
+      const float vj = *vp, dec = *dp, gj = p.gate ? *gp : 1.f;  // loaded before the chain needs them
+      const float delta = vj - colsum<N>(dot(s, kh));
+#pragma unroll
+      for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
+      const float o = colsum<N>(dot(s, qh));
+      if (stores_y) store(yp, o * gj);
+    }
+    if (c + 2 < nchunks) mbar_arrive_cta(empty + (c & 1));
+  }
+  if (p.S_T && active) {
+#pragma unroll
+    for (int r = 0; r < RL; r++) p.S_T[sbase + (int64_t)r * V] = s[r];
+  }
+}
+
+// The chunk length: the longest, up to kFwdMaxChunk and within kFwdSmem, whose shared memory
+// (per_step bytes a step) lets ceil(blocks / SMs) blocks (as far as registers and threads allow)
+// share an SM: the blocks are latency-bound chains, and a second wave of a few blocks would run
+// nearly alone after the first.
 int forward_chunk(const void *kernel, size_t per_step, int64_t blocks, int nthreads) {
-  int L = (int)(kFwdSmem / per_step);
+  int L = (int)((kFwdSmem - 64) / per_step);  // 64: the mbarriers and the buffers' rounding
   L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
   int dev = 0, sms = 0, per_sm = 0, reserved = 0, most = 0;
   if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
@@ -98,46 +311,28 @@ int forward_chunk(const void *kernel, size_t per_step, int64_t blocks, int nthre
   }
   int64_t want = (blocks + sms - 1) / sms;
   want = want > most ? most : want;
-  const int64_t fit = ((int64_t)per_sm / want - reserved - 16) / (int64_t)per_step;  // 16: alignment
-  if (fit < L) L = fit > kFwdMinChunk ? (int)fit : kFwdMinChunk;
+  const int64_t fit = ((int64_t)per_sm / want - reserved - 64) / (int64_t)per_step;
+  if (fit < L) L = fit > 1 ? (int)fit : 1;
   return L;
 }
 
-// Whether the backward's fetch_async can copy the inputs: every row and column piece 16-byte
-// aligned, and a segment's decay one register a thread.
-template <typename T> bool prefetchable(const Params &p, int nthreads) {
-  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g |
-                         (uintptr_t)p.dy;
-  return (p.V * sizeof(T)) % 16 == 0 && nthreads >= p.C && (ptrs & 15) == 0;
-}
-
-template <typename T, int N, int CPT> int launch_forward_cols(const Params &p0, cudaStream_t st) {
+template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t st) {
   Params p = p0;
-  // Two blocks per (b, h) where the columns split evenly: with 5.03 heads per SM at the layer's
-  // shape, half-heads even out the SMs' loads (91% against 84% for whole heads).
-  constexpr int CW = Geo<N>::CW;
-  p.splits = p.V % (2 * CW * CPT) == 0 ? 2 : 1;
-  const int Vb = p.V / p.splits, nthreads = Vb * N / (R * CPT);
-  const size_t per_step = sizeof(float) * (size_t)(2 * N + 2 * Vb + 1);
-  const int64_t blocks = (int64_t)p.B * p.H * p.splits;
-  int L = forward_chunk(reinterpret_cast<const void *>(e88_forward_kernel<T, N, CPT>), per_step,
-                        blocks, nthreads);
+  const Groups<N> gr(p.V);
+  const int Vb = gr.ncw * Lay<N>::CW, nthreads = (gr.ncw + 1) * 32;
+  const int64_t blocks = (int64_t)p.B * p.H * gr.per_head;
+  p.prefetch = vector_inputs<T>(p, Vb);
+  auto kernel = p.lin ? e88_forward_kernel<T, N, true> : e88_forward_kernel<T, N, false>;
+  // two f32 buffers and, with the prefetch, one raw copy
+  const size_t per_step = 2 * sizeof(float) * (2 * N + 2 * Vb + 1) + (p.prefetch ? sizeof(T) * (2 * N + 2 * Vb) : 0);
+  int L = forward_chunk(reinterpret_cast<const void *>(kernel), per_step, blocks, nthreads);
   if (p.T > 0 && L > p.T) L = p.T;
   p.L = L;
-  const size_t smem = per_step * (size_t)L;
-  e88_forward_kernel<T, N, CPT><<<(unsigned)blocks, nthreads, smem, st>>>(p);
+  const size_t smem = 32 + 2 * sizeof(float) * chunk_floats(L, N, Vb) +  // 32: the mbarriers
+                      (p.prefetch ? sizeof(T) * L * (2 * N + 2 * Vb) : 0);
+  kernel<<<(unsigned)blocks, nthreads, smem, st>>>(p);
   return (int)cudaGetLastError();
 }
-
-// Two columns a thread where a warp's rows and columns allow it.
-template <typename T, int N> int launch_forward(const Params &p, cudaStream_t st) {
-  if (p.V % (2 * Geo<N>::CW) == 0) return launch_forward_cols<T, N, 2>(p, st);
-  return launch_forward_cols<T, N, 1>(p, st);
-}
-
-// The backward's shared memory a block, which sets the replay chunk Lb (a longer chunk replays
-// fewer steps). It must not hold an SM to fewer blocks than the registers allow, up to 3: at the
-// layer's shape 4 blocks of Lb=8 and 3 of Lb=12 run alike and 2 of Lb=16 26% slower. Where the
 
 }  // namespace
 
