@@ -49,13 +49,16 @@ __device__ __forceinline__ void mbar_wait_cta(uint64_t *bar, unsigned parity) {
 
 
 // One chunk's buffer: k^, q^ [L][N], v, silu(g) [L][Vb], decay [L].
+// One chunk's buffer: k^, q^ [L][N], v, silu(g) [L][Vb], decay [L], and the compute warps' o
+// partial sums [L][P][Vb] (the producer sums them into y: the o sums' shuffles, y's scaling and
+// its stores stay off the compute warps' in-order issue).
 struct Chunk {
-  float *k, *q, *v, *g, *d;
+  float *k, *q, *v, *g, *d, *o;
   __device__ Chunk(float *base, int L, int N, int Vb)
-      : k(base), q(base + L * N), v(q + L * N), g(v + L * Vb), d(g + L * Vb) {}
+      : k(base), q(base + L * N), v(q + L * N), g(v + L * Vb), d(g + L * Vb), o(d + L) {}
 };
-__host__ __device__ inline size_t chunk_floats(int L, int N, int Vb) {
-  return ((size_t)L * (2 * N + 2 * Vb + 1) + 3) & ~(size_t)3;  // buffers stay 16-byte aligned
+__host__ __device__ inline size_t chunk_floats(int L, int N, int P, int Vb) {
+  return ((size_t)L * (2 * N + (2 + P) * Vb + 1) + 3) & ~(size_t)3;  // buffers stay 16-byte aligned
 }
 
 // PW floats to dst: 16-byte stores when PW is a multiple of 4 (dst is then 16-byte aligned).
@@ -172,12 +175,44 @@ __device__ void fill_columns(const Inputs<T> &in, bool gate, int len, int Vb, in
   }
 }
 
-// Whether every 16-byte piece of q, k, v, g a block reads is aligned (then they go through
-// fetch_raw, else element by element from global memory).
+// Whether every 16-byte piece of q, k, v, g a block reads and of y it writes is aligned (then
+// they go through fetch_raw and 16-byte stores, else element by element).
 template <typename T> bool vector_inputs(const Params &p, int Vb) {
   constexpr int W = 16 / sizeof(T);
-  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g;
+  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g | (uintptr_t)p.y;
   return (ptrs & 15) == 0 && p.V % Vb == 0 && Vb % W == 0 && p.V % W == 0;
+}
+
+// y of a chunk's len steps from its o partials: y = (sum over the P lanes of a column) * silu(g),
+// PW columns a lane (16-byte stores when every piece is aligned); columns at or past `real` are
+// padding. y0: element (b, t0, h, col0) of y.
+template <typename T, int N, int PW>
+__device__ void emit_y_cols(const Params &p, const Chunk &ch, int64_t y0, int len, int Vb, int real, int lane) {
+  constexpr int P = Lay<N>::P;
+  const int per_row = Vb / PW;
+  const int64_t step = (int64_t)p.H * p.V;
+  for (int e = lane; e < len * per_row; e += 32) {
+    const int u = e / per_row, j = (e - u * per_row) * PW;
+    T out[PW];
+#pragma unroll
+    for (int w = 0; w < PW; w++) {
+      float o = 0.f;
+#pragma unroll
+      for (int q = 0; q < P; q++) o += ch.o[(u * P + q) * Vb + j + w];
+      out[w] = (T)(p.gate ? o * ch.g[u * Vb + j + w] : o);
+    }
+    T *dst = (T *)p.y + y0 + u * step + j;
+    if constexpr (PW * sizeof(T) == 16) {
+      *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(out);
+    } else {
+      if (j < real) *dst = out[0];
+    }
+  }
+}
+template <typename T, int N>
+__device__ void emit_y(const Params &p, const Chunk &ch, int64_t y0, int len, int Vb, int real, bool vec, int lane) {
+  if (vec) emit_y_cols<T, N, 16 / sizeof(T)>(p, ch, y0, len, Vb, real, lane);
+  else emit_y_cols<T, N, 1>(p, ch, y0, len, Vb, real, lane);
 }
 
 // The producer warp: chunk after chunk into the two buffers, each once the compute warps are
@@ -198,11 +233,17 @@ __device__ void produce(const Params &p, int b, int h, int col0, int Vb, float *
     const int len = min(L, p.T - c * L);
     return lane < len ? load((const T *)p.decay + row_of(p, b, c * L + lane, h)) : 0.f;
   };
+  // y of chunk c from its buffer once the compute warps are done with it
+  auto emit = [&](int c) {
+    mbar_wait_cta(empty + (c & 1), (c >> 1) & 1);
+    const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
+    emit_y<T, N>(p, ch, row_of(p, b, c * L, h) * p.V + col0, min(L, p.T - c * L), Vb, p.V - col0, vec, lane);
+  };
   float dnext = 0.f;
   if (vec && nchunks > 0) fetch_raw<T, N>(global(0), min(L, p.T), Vb, p.gate, raw, lane), dnext = decay_of(0);
   for (int c = 0; c < nchunks; c++) {
     const int len = min(L, p.T - c * L);
-    if (c >= 2) mbar_wait_cta(empty + (c & 1), ((c - 2) >> 1) & 1);
+    if (c >= 2) emit(c - 2);
     const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
     if (vec) {
       cp_async_wait();
@@ -221,6 +262,7 @@ __device__ void produce(const Params &p, int b, int h, int col0, int Vb, float *
     }
     mbar_arrive_cta(full + (c & 1));
   }
+  for (int c = nchunks < 2 ? 0 : nchunks - 2; c < nchunks; c++) emit(c);
 }
 
 // The registers decide how many blocks share an SM: at n = 64, 80 a thread lets 5 blocks of 4
@@ -238,7 +280,7 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
   extern __shared__ float4 smem4[];
   uint64_t *full = reinterpret_cast<uint64_t *>(smem4), *empty = full + 2;
   float *const bufs = reinterpret_cast<float *>(smem4) + 8;  // after the 4 mbarriers
-  const size_t buf_floats = chunk_floats(L, N, Vb);
+  const size_t buf_floats = chunk_floats(L, N, Lay<N>::P, Vb);
   if (threadIdx.x == 0) {
     for (int x = 0; x < 2; x++) mbar_init_cta(full + x, 32), mbar_init_cta(empty + x, ncw * 32);
   }
@@ -256,9 +298,6 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
   float s[RL];
 #pragma unroll
   for (int r = 0; r < RL; r++) s[r] = p.S0 && active ? p.S0[sbase + (int64_t)r * V] : 0.f;
-  T *yp = (T *)p.y + row_of(p, b, 0, h) * V + j;  // y at the current step
-  const int64_t ystep = (int64_t)p.H * V;
-  const bool stores_y = rg == 0 && active;
   // the next checkpoint: its step and where it goes (a counter, not t % C: that is a division)
   int next_ck = 0;
   float *ck = p.ckpt && active ? p.ckpt + (int64_t)bh * p.nck * N * V + (int64_t)i0 * V + j : nullptr;
@@ -267,25 +306,29 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
     const int t0 = c * L, len = min(L, p.T - t0);
     mbar_wait_cta(full + (c & 1), (c >> 1) & 1);
     const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
-    const float *kp = ch.k + i0, *qp = ch.q + i0, *vp = ch.v + jl, *gp = ch.g + jl, *dp = ch.d;
-    for (int u = 0; u < len; u++, kp += N, qp += N, vp += Vb, gp += Vb, dp++, yp += ystep) {
+    const float *kp = ch.k + i0, *qp = ch.q + i0, *vp = ch.v + jl, *dp = ch.d;
+    float *op = ch.o + rg * Vb + jl;
+    // steps from checkpoint to checkpoint, so that the step loop tests no checkpoint
+    for (int u = 0; u < len;) {
       if (ck && t0 + u == next_ck) {
 #pragma unroll
         for (int r = 0; r < RL; r++) ck[(int64_t)r * V] = s[r];
         ck += (int64_t)N * V;
         next_ck += p.C;
       }
-      float kh[RL], qh[RL];
-      load_rows(kp, kh);
-      load_rows(qp, qh);
-      const float vj = *vp, dec = *dp, gj = p.gate ? *gp : 1.f;  // loaded before the chain needs them
-      const float delta = vj - colsum<N>(dot(s, kh));
+      const int stop = ck ? min(len, next_ck - t0) : len;
+      for (; u < stop; u++, kp += N, qp += N, vp += Vb, dp++, op += G::P * Vb) {
+        float kh[RL], qh[RL];
+        load_rows(kp, kh);
+        load_rows(qp, qh);
+        const float vj = *vp, dec = *dp;  // loaded before the chain needs them
+        const float delta = vj - colsum<N>(dot(s, kh));
 #pragma unroll
-      for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
-      const float o = colsum<N>(dot(s, qh));
-      if (stores_y) store(yp, o * gj);
+        for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
+        *op = dot(s, qh);
+      }
     }
-    if (c + 2 < nchunks) mbar_arrive_cta(empty + (c & 1));
+    mbar_arrive_cta(empty + (c & 1));
   }
   if (p.S_T && active) {
 #pragma unroll
@@ -323,12 +366,13 @@ template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t s
   const int64_t blocks = (int64_t)p.B * p.H * gr.per_head;
   p.prefetch = vector_inputs<T>(p, Vb);
   auto kernel = p.lin ? e88_forward_kernel<T, N, true> : e88_forward_kernel<T, N, false>;
-  // two f32 buffers and, with the prefetch, one raw copy
-  const size_t per_step = 2 * sizeof(float) * (2 * N + 2 * Vb + 1) + (p.prefetch ? sizeof(T) * (2 * N + 2 * Vb) : 0);
+  // two f32 buffers (Chunk) and, with the prefetch, one raw copy
+  const size_t per_step = 2 * sizeof(float) * (2 * N + (2 + Lay<N>::P) * Vb + 1) +
+                          (p.prefetch ? sizeof(T) * (2 * N + 2 * Vb) : 0);
   int L = forward_chunk(reinterpret_cast<const void *>(kernel), per_step, blocks, nthreads);
   if (p.T > 0 && L > p.T) L = p.T;
   p.L = L;
-  const size_t smem = 32 + 2 * sizeof(float) * chunk_floats(L, N, Vb) +  // 32: the mbarriers
+  const size_t smem = 32 + 2 * sizeof(float) * chunk_floats(L, N, Lay<N>::P, Vb) +  // 32: the mbarriers
                       (p.prefetch ? sizeof(T) * L * (2 * N + 2 * Vb) : 0);
   kernel<<<(unsigned)blocks, nthreads, smem, st>>>(p);
   return (int)cudaGetLastError();
