@@ -32,9 +32,10 @@ template <int RL> __host__ __device__ constexpr int swz(int i) {
 
 // The backward's shared memory, in bytes (each part 16-byte aligned): the chunk's states but its
 // last (Lb-1 steps of RL values a thread, SH each), k^ and q^ of the segment ([C][2N] f32: k^ then
-// q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2, each warp's sums over its
-// columns of the chunk's dq^/dk^ rows [warps][Lb][2N] and of ddecay [warps][Lb] (shared-memory f32
-// atomics are compare-and-swap loops: the chunk's end sums the warps instead), the warps'
+// q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2 (the walk, once it has
+// read a step's, writes the lanes' ddecay partials over it), each warp's sums over its columns of
+// the chunk's dq^/dk^ rows [warps][Lb][2N] (shared-memory f32 atomics are compare-and-swap loops:
+// the chunk's end sums the warps instead), the warps'
 // transpose buffers, decay [C], the l2 backward's factors of q and k ([2][C] float2), and the raw
 // inputs of a segment (q, k [C][N], v, g, dy [C][V] of T).
 struct BwdLayout {
@@ -51,7 +52,7 @@ struct BwdLayout {
     states = take((size_t)(Lb - 1) * nthreads * RL * ssize);
     kq = take(sizeof(float) * C * 2 * N);
     cb = take(sizeof(float2) * Lb * VW);
-    acc = take(sizeof(float) * nwarps * Lb * (2 * N + 1));
+    acc = take(sizeof(float) * nwarps * Lb * 2 * N);
     tb = take(sizeof(float) * nwarps * 32 * (RL + 1));
     df = take(sizeof(float) * C);
     nf = take(sizeof(float2) * 2 * C);
@@ -110,6 +111,23 @@ __device__ __forceinline__ void get_state(const uint4 *p, int stride, float (&s)
   }
 }
 
+// 8 consecutive values at out: 16-byte stores where out is aligned (as the tensors are), else
+// element by element.
+template <typename T> __device__ __forceinline__ void store8(T *out, const float (&x)[8]) {
+  constexpr int NV = 8 * (int)sizeof(T) / 16;  // 16-byte pieces
+  if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+    uint4 w[NV];
+    T *e = reinterpret_cast<T *>(w);
+#pragma unroll
+    for (int i = 0; i < 8; i++) store(e + i, x[i]);
+    uint4 *o = reinterpret_cast<uint4 *>(out);
+#pragma unroll
+    for (int v = 0; v < NV; v++) o[v] = w[v];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; i++) store(out + i, x[i]);
+  }
+}
 
 // The transpose's shared-memory accesses by 32-bit address (the volatile asm keeps them in order
 // with the __syncwarp()s around them).
@@ -169,8 +187,9 @@ __device__ void fetch_segment(const Params &p, int64_t row_base, int seg, T *rq,
 
 // SH: how the replayed states are kept (f16 for 16-bit values and a tanh state: they lie in
 // (-1, 1), where f16's 2^-12 absolute error is below the 2^-11 relative error of tanh.approx;
-// f32 otherwise).
-template <typename T, typename SH, int N>
+// f32 otherwise). LIN and GATE are p.lin and p.gate as constants: runtime flags cost branches
+// (and predicated tanh) in every step.
+template <typename T, typename SH, int N, bool LIN, bool GATE>
 __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
     e88_backward_kernel(Params p) {
   using G = BGeo<N>;
@@ -180,16 +199,17 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
   const int col = warp * CW + lane % CW, i0 = (lane / CW) * RL;
   const bool active = col < p.V, rg0 = lane < CW;  // rg0: the column's first lane (stores it)
+  // The lane's ddecay slot (in floats) from its column's cb entry: the warp's 2 CW floats of a step
+  // (n = 64: 16, so lane ^ 16 adds first).
+  const int dslot = lane - 2 * (lane % CW);
   const int V = p.V, C = p.C, Lb = p.L, VW = (nt / 32) * CW, bh = blockIdx.x, b = bh / p.H,
             h = bh % p.H;
-  const bool lin = p.lin, gate = p.gate;
   extern __shared__ uint4 smem[];
   char *base = reinterpret_cast<char *>(smem);
   const BwdLayout lay(N, RL, V, C, Lb, nt, sizeof(SH), sizeof(T));
   uint4 *states = reinterpret_cast<uint4 *>(base + lay.states);
   float *kq = reinterpret_cast<float *>(base + lay.kq),
-        *acc = reinterpret_cast<float *>(base + lay.acc), *accd = acc + (nt / 32) * Lb * N2,
-        *df = reinterpret_cast<float *>(base + lay.df);
+        *acc = reinterpret_cast<float *>(base + lay.acc), *df = reinterpret_cast<float *>(base + lay.df);
   float2 *nf = reinterpret_cast<float2 *>(base + lay.nf);  // q's steps, then k's
   float2 *cb = reinterpret_cast<float2 *>(base + lay.cb);
   T *rq = reinterpret_cast<T *>(base + lay.rq), *rk = reinterpret_cast<T *>(base + lay.rk),
@@ -224,13 +244,12 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
     __syncwarp();
 #pragma unroll
     for (int k = 0; k < RPL; k++) {
-      float x = ld_shared(ra[k][0]), y = ld_shared(ra[k][swz<RL>(1)] + 4 * RL);
+      float a[4];  // 4 chains of adds (NS is 8 or 16)
 #pragma unroll
-      for (int i = 2; i < NS; i += 2) {
-        x += ld_shared(ra[k][swz<RL>(i)] + 4 * i * RL);
-        y += ld_shared(ra[k][swz<RL>(i + 1)] + 4 * (i + 1) * RL);
-      }
-      x += y;
+      for (int i = 0; i < 4; i++) a[i] = ld_shared(ra[k][swz<RL>(i)] + 4 * i * RL);
+#pragma unroll
+      for (int i = 4; i < NS; i++) a[i % 4] += ld_shared(ra[k][swz<RL>(i)] + 4 * i * RL);
+      float x = (a[0] + a[1]) + (a[2] + a[3]);
 #pragma unroll
       for (int m = NS; m < CW; m <<= 1) x += __shfl_xor_sync(kFull, x, m);
       if (lane % CW < NS) row[i0 + lane % NS + k * NS] = x;
@@ -244,7 +263,18 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 
   const int64_t row_base = row_of(p, b, 0, h), vstep = (int64_t)p.H * V;  // step t: row_base + t H
   T dn0{}, dn1{};
-  if (p.nck > 0) fetch_segment<T, N>(p, row_base, p.nck - 1, rq, rk, rv, rgt, rdy, dn0, dn1);
+  // s: a chunk's replayed state, loaded with the segment's checkpoint ahead of the chunk (its
+  // latency hidden by the staging or the previous chunk's end).
+  float s[RL];
+  auto load_ckpt = [&](int sg) {
+    const float *ck = p.ckpt_in + ((int64_t)bh * p.nck + sg) * N * V + (int64_t)i0 * V + col;
+#pragma unroll
+    for (int r = 0; r < RL; r++) s[r] = active ? ck[(int64_t)r * V] : 0.f;
+  };
+  if (p.nck > 0) {
+    load_ckpt(p.nck - 1);
+    fetch_segment<T, N>(p, row_base, p.nck - 1, rq, rk, rv, rgt, rdy, dn0, dn1);
+  }
   for (int seg = p.nck - 1; seg >= 0; seg--) {
     const int t0 = seg * C, t1 = min(t0 + C, p.T), len = t1 - t0;
     cp_async_wait();
@@ -261,14 +291,11 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       if (tid + nt < len) df[tid + nt] = load(&dn1);
     }
     __syncthreads();
-    const float *ck = p.ckpt_in + ((int64_t)bh * p.nck + seg) * N * V + (int64_t)i0 * V + col;
     for (int c1 = t1; c1 > t0; c1 -= Lb) {
       const int c0 = max(t0, c1 - Lb), n = c1 - c0;
-      // Replay t0 .. c1-1 from the checkpoint: prev gets the state before c0; states u = 0 .. n-2
-      // of the chunk go to shared memory, the last stays in s.
-      float s[RL], prev[RL];
-#pragma unroll
-      for (int r = 0; r < RL; r++) s[r] = active ? ck[(int64_t)r * V] : 0.f;
+      // Replay t0 .. c1-1 from the checkpoint in s: prev gets the state before c0; states
+      // u = 0 .. n-2 of the chunk go to shared memory, the last stays in s.
+      float prev[RL];
       const float *kqp = kq + i0;
       const T *vp = rv + (active ? col : 0);
       auto advance = [&](int us) -> float {
@@ -276,13 +303,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         load_rows<RL>(kqp, kh);
         const float vj = active ? load(vp) : 0.f;
         const float delta = vj - colsum<N>(dot<2>(s, kh)), dec = df[us];
-        if (lin) {
 #pragma unroll
-          for (int r = 0; r < RL; r++) s[r] = fmaf(kh[r], delta, dec * s[r]);
-        } else {
-#pragma unroll
-          for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), false);
-        }
+        for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
         kqp += N2, vp += V;
         return delta;
       };
@@ -292,33 +314,38 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       {
         uint4 *sp = states + tid;
         float2 *cbp = cb + col;
-        const int at = (active ? col : 0) + (c0 - t0) * V;
-        const T *gp = rgt + at, *dyp = rdy + at;
-        int64_t dga = (row_base + (int64_t)c0 * p.H) * V + col;  // element (b, t, h, j) of dg
+        const T *dyp = rdy + (active ? col : 0) + (c0 - t0) * V;
         for (int u = 0; u < n; u++) {
           const float delta = advance(c0 - t0 + u);
           if (u < n - 1) put_state<SH, RL>(sp, nt, s);
           sp += U * nt;
-          float o = 0.f;
-          if (gate) {
+          if constexpr (GATE) {
             float qh[RL];
             load_rows<RL>(kqp - N, qh);  // advance moved kqp on: q^ of this step is at -2N + N
-            o = colsum<N>(dot<2>(s, qh));
+            const float o = colsum<N>(dot<2>(s, qh));
+            if (rg0) *cbp = make_float2(delta, o);  // o becomes dL/do below
+          } else {
+            if (rg0) *cbp = make_float2(delta, active ? load(dyp) : 0.f);
           }
-          if (rg0) {
-            float dov = 0.f;
-            if (active) {
-              const float dy = load(dyp);
-              dov = dy;
-              if (gate) {
-                const float g = load(gp), sg = sigmoid_fast(g), silu = g * sg;
-                dov = dy * silu;
-                store(dg + dga, dy * o * fmaf(silu, 1.f - sg, sg));
-              }
-            }
-            *cbp = make_float2(delta, dov);
+          cbp += VW, dyp += V;
+        }
+      }
+      if constexpr (GATE) {
+        // dL/do = dy silu(g) and dg = dy o silu'(g) of the chunk's steps and the warp's columns,
+        // o from cb: the P lanes of a column take every P-th step (in the replay only a column's
+        // first lane would work). Columns j >= V keep o = 0 (their state is 0) as dL/do.
+        __syncwarp();
+        if (active) {
+          const int u0 = lane / CW, at = (c0 - t0 + u0) * V + col;
+          const T *gp = rgt + at, *dyp = rdy + at;
+          T *dgp = dg + (row_base + (int64_t)(c0 + u0) * p.H) * V + col;
+          float2 *c = cb + u0 * VW + col;
+          for (int u = u0; u < n; u += G::P) {
+            const float dy = load(dyp), g = load(gp), sg = sigmoid_fast(g), silu = g * sg;
+            store(dgp, dy * c->y * fmaf(silu, 1.f - sg, sg));
+            c->y = dy * silu;
+            gp += G::P * V, dyp += G::P * V, dgp += G::P * vstep, c += G::P * VW;
           }
-          cbp += VW, gp += V, dyp += V, dga += vstep;
         }
       }
       if (c0 == t0 && seg > 0) {
@@ -332,8 +359,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 #pragma unroll
         for (int r = 0; r < RL; r++) sn[r] = s[r];
         const float *kqw = kq + (c1 - 1 - t0) * N2 + i0, *dfw = df + (c1 - 1 - t0);
-        const float2 *cbw = cb + (n - 1) * VW + col;
-        float *accw = acc + (warp * Lb + n - 1) * N2, *accdw = accd + warp * Lb + n - 1;
+        float2 *cbw = cb + (n - 1) * VW + col;
+        float *accw = acc + (warp * Lb + n - 1) * N2;
         T *dvw = dv + (row_base + (int64_t)(c1 - 1) * p.H) * V + col;
         const uint4 *spw = states + tid + (n > 1 ? (n - 2) * U * nt : 0);
         auto walk_step = [&](const float (&sp)[RL]) {
@@ -351,13 +378,19 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           }
           __syncwarp();  // the previous round's readers are done with the transpose buffer
           row_sums(part, accw);
-          if (!lin) {
+          if constexpr (!LIN) {
 #pragma unroll
             for (int r = 0; r < RL; r++) dS[r] *= fmaf(-sn[r], sn[r], 1.f);  // dP
           }
           float kh[RL];
           load_rows<RL>(kqw, kh);
-          const float ddl = colsum<N>(dot<2>(dS, kh)), ddp = dot<2>(dS, sp), dec = *dfw;
+          const float ddl = colsum<N>(dot<4>(dS, kh)), dec = *dfw;
+          {
+            float ddp = dot<2>(dS, sp);  // the step's cb was read before the __syncwarp()
+#pragma unroll
+            for (int m = 2 * CW; m < 32; m <<= 1) ddp += __shfl_xor_sync(kFull, ddp, m);
+            if (lane < 2 * CW) reinterpret_cast<float *>(cbw)[dslot] = ddp;
+          }
 #pragma unroll
           for (int r = 0; r < RL; r++) {
             part[r] = fmaf(dS[r], delta, -sp[r] * ddl);  // dk^
@@ -366,10 +399,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           }
           __syncwarp();
           row_sums(part, accw + N);
-          const float dd_sum = warp_sum(ddp);
-          if (lane == 0) *accdw = dd_sum;
           if (rg0 && active) store(dvw, ddl);
-          kqw -= N2, dfw--, cbw -= VW, accw -= N2, accdw--, dvw -= vstep;
+          kqw -= N2, dfw--, cbw -= VW, accw -= N2, dvw -= vstep;
         };
         for (int u = n - 1; u > 0; u--) {
           float sp[RL];
@@ -379,48 +410,62 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         }
         walk_step(prev);
       }
+      if (c0 > t0) {
+        load_ckpt(seg);  // the next chunk's
+      } else if (seg > 0) {
+        load_ckpt(seg - 1);
+      }
       __syncthreads();
-      // The chunk's dq, dk rows, summed over the warps, through the l2 backward: N/2 lanes a row,
-      // 2 elements a lane, 64/N rows a warp at a time (the loop is warp-uniform: shuffles).
+      // The chunk's dq, dk rows, summed over the warps, through the l2 backward: N/8 lanes a row,
+      // 8 elements a lane, 256/N rows a warp at a time (the loop is warp-uniform: shuffles).
       {
-        constexpr int LPR = N / 2, RPW = 32 / LPR;
-        const int e = 2 * (lane % LPR);
+        constexpr int LPR = N / 8, RPW = 32 / LPR;
+        const int e = 8 * (lane % LPR);
+        const bool l2 = p.l2;
         for (int r0 = warp * RPW; r0 < 2 * n; r0 += (nt / 32) * RPW) {
           const int rr = r0 + lane / LPR, kind = rr >= n, u = rr - kind * n;  // kind 0: dq, 1: dk
           const bool ok = rr < 2 * n;
-          float2 g = make_float2(0.f, 0.f), x = g;
+          float g[8] = {}, x[8] = {};
           if (ok) {
             const float *a = acc + u * N2 + kind * N + e;
 #pragma unroll 1  // a few warps
             for (int w = 0; w < nt / 32; w++, a += Lb * N2) {
-              const float2 y = *reinterpret_cast<const float2 *>(a);
-              g.x += y.x, g.y += y.y;
-            }
-            x = *reinterpret_cast<const float2 *>(kq + (c0 - t0 + u) * N2 + (kind ? 0 : N) + e);
-          }
-          if (p.l2) {
-            float dot = x.x * g.x + x.y * g.y;
+              float y[8];
+              load_rows<8>(a, y);
 #pragma unroll
-            for (int m = LPR / 2; m >= 1; m >>= 1) dot += __shfl_xor_sync(kFull, dot, m);
+              for (int i = 0; i < 8; i++) g[i] += y[i];
+            }
+            load_rows<8>(kq + (c0 - t0 + u) * N2 + (kind ? 0 : N) + e, x);
+          }
+          if (l2) {
+            float xg = dot<4>(x, g);
+#pragma unroll
+            for (int m = LPR / 2; m >= 1; m >>= 1) xg += __shfl_xor_sync(kFull, xg, m);
             if (ok) {
               const float2 f = nf[kind * C + c0 - t0 + u];
-              const float coef = dot * f.x;
-              g.x = (g.x - x.x * coef) * f.y;
-              g.y = (g.y - x.y * coef) * f.y;
+              const float coef = xg * f.x;
+#pragma unroll
+              for (int i = 0; i < 8; i++) g[i] = (g[i] - x[i] * coef) * f.y;
             }
           }
-          if (ok) {
-            T *out = (kind ? dk : dq) + row_of(p, b, c0 + u, h) * N + e;
-            store(out, g.x);
-            store(out + 1, g.y);
-          }
+          if (ok) store8((kind ? dk : dq) + row_of(p, b, c0 + u, h) * N + e, g);
         }
       }
-      for (int u = tid; u < n; u += nt) {
+      // ddecay: the 2 VW partials of a step over 4 lanes (VW / 8 float4 each), 8 steps a warp.
+      for (int u0 = warp * 8; u0 < n; u0 += nt / 4) {
+        const int u = u0 + lane / 4, q4 = lane & 3;
         float sum = 0.f;
+        if (u < n) {
+          const float4 *a = reinterpret_cast<const float4 *>(cb + u * VW) + q4 * (VW / 8);
 #pragma unroll 1
-        for (int w = 0; w < nt / 32; w++) sum += accd[w * Lb + u];
-        store(ddecay + row_of(p, b, c0 + u, h), sum);
+          for (int i = 0; i < VW / 8; i++) {
+            const float4 x = a[i];
+            sum += (x.x + x.y) + (x.z + x.w);
+          }
+        }
+        sum += __shfl_xor_sync(kFull, sum, 1);
+        sum += __shfl_xor_sync(kFull, sum, 2);
+        if (u < n && q4 == 0) store(ddecay + row_of(p, b, c0 + u, h), sum);
       }
       __syncthreads();  // the sums are read before the next chunk's walk rewrites them
     }
@@ -443,10 +488,10 @@ template <typename T> bool prefetchable(const Params &p) {
 // alone: at the layer's shape 664 blocks need 6 an SM), so the longest chunk, up to the segment,
 // whose shared memory lets ceil(blocks / SMs) blocks (as far as registers allow) share an SM, and
 // at least kBwdMinChunk. Never more than the opt-in limit.
-template <typename T, typename SH, int N>
+template <typename T, typename SH, int N, bool LIN, bool GATE>
 int launch_backward_sh(const Params &p0, cudaStream_t st) {
   Params p = p0;
-  const void *kernel = reinterpret_cast<const void *>(e88_backward_kernel<T, SH, N>);
+  const void *kernel = reinterpret_cast<const void *>(e88_backward_kernel<T, SH, N, LIN, GATE>);
   constexpr int CW = BGeo<N>::CW;
   const int nthreads = (p.V + CW - 1) / CW * 32;
   p.prefetch = prefetchable<T>(p);
@@ -474,17 +519,19 @@ int launch_backward_sh(const Params &p0, cudaStream_t st) {
     if (most >= want) break;
   }
   p.L = Lb;
-  e88_backward_kernel<T, SH, N><<<(unsigned)blocks, nthreads, bytes(Lb), st>>>(p);
+  e88_backward_kernel<T, SH, N, LIN, GATE><<<(unsigned)blocks, nthreads, bytes(Lb), st>>>(p);
   return (int)cudaGetLastError();
 }
 
+// The state type (f16 only for a 16-bit tanh state) and the flags as constants.
+template <typename T, int N, bool GATE> int launch_backward_g(const Params &p, cudaStream_t st) {
+  using SH = typename std::conditional<std::is_same<T, float>::value, float, __half>::type;
+  if (p.lin) return launch_backward_sh<T, float, N, true, GATE>(p, st);
+  return launch_backward_sh<T, SH, N, false, GATE>(p, st);
+}
+
 template <typename T, int N> int launch_backward(const Params &p, cudaStream_t st) {
-  if constexpr (std::is_same<T, float>::value) {
-    return launch_backward_sh<T, float, N>(p, st);
-  } else {
-    if (p.lin) return launch_backward_sh<T, float, N>(p, st);
-    return launch_backward_sh<T, __half, N>(p, st);
-  }
+  return p.gate ? launch_backward_g<T, N, true>(p, st) : launch_backward_g<T, N, false>(p, st);
 }
 }  // namespace
 
