@@ -72,6 +72,30 @@ template <int PW> __device__ __forceinline__ void store_f32(float *dst, const fl
   }
 }
 
+// 1 / (||x|| + eps) from ss = ||x||^2, and silu(x): for 16-bit values with the approximate
+// square root, division and tanh (errors near 2^-22 and 2^-11, below their rounding; one MUFU
+// for silu instead of two), for f32 exactly.
+template <bool FAST> __device__ __forceinline__ float inv_norm(float ss) {
+  if (!FAST) return 1.f / (sqrtf(ss) + kEps);
+  return __fdividef(1.f, (ss > 0.f ? ss * rsqrtf(ss) : 0.f) + kEps);
+}
+template <bool FAST> __device__ __forceinline__ float silu(float x) {
+  return FAST ? x * fmaf(0.5f, tanh_approx(0.5f * x), 0.5f) : x * sigmoid_fast(x);
+}
+
+// The pieces (u, j) of a [len][per_row] grid that a lane visits: e = lane, lane + 32, .. as
+// u = e / per_row, j = e % per_row, with one division (then both advance by 32's).
+struct Grid {
+  int u, j, du, dj, per_row;
+  __device__ Grid(int lane, int per_row_) : per_row(per_row_) {
+    u = lane / per_row, j = lane - u * per_row, du = 32 / per_row, dj = 32 - du * per_row;
+  }
+  __device__ void next() {
+    u += du, j += dj;
+    if (j >= per_row) j -= per_row, u++;
+  }
+};
+
 // Where the producer reads a chunk's inputs: the tensors (row u of q/k at u * row_step elements
 // from k, q; columns at u * col_step from v, g: the chunk's first step and the block's first
 // column), or their raw copy in shared memory (fetch_raw).
@@ -98,9 +122,8 @@ __device__ void fetch_raw(const Inputs<T> &in, int len, int Vb, bool gate, const
     const int u = isk ? r : r - len;
     cp_async16((isk ? raw.k : raw.q) + u * N + x, (isk ? in.k : in.q) + u * in.row_step + x);
   }
-  const int per_row = Vb / W;
-  for (int e = lane; e < len * per_row; e += 32) {
-    const int u = e / per_row, j = (e - u * per_row) * W;
+  for (Grid e(lane, Vb / W); e.u < len; e.next()) {
+    const int u = e.u, j = e.j * W;
     cp_async16(raw.v + u * Vb + j, in.v + u * in.col_step + j);
     if (gate) cp_async16(raw.g + u * Vb + j, in.g + u * in.col_step + j);
   }
@@ -132,7 +155,7 @@ __device__ void fill_rows(const Inputs<T> &in, bool l2, int len, const Chunk &ch
     for (int w = 0; w < PE; w++) ss = fmaf(x[w], x[w], ss);
 #pragma unroll
     for (int m = 1; m < PPR; m <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
-    const float inv = l2 ? 1.f / (sqrtf(ss) + kEps) : 1.f;
+    const float inv = l2 ? inv_norm<!std::is_same<T, float>::value>(ss) : 1.f;
 #pragma unroll
     for (int w = 0; w < PE; w++) x[w] *= inv;
     if (valid) store_f32<PE>((isk ? ch.k : ch.q) + u * N + piece * PE, x);
@@ -156,9 +179,8 @@ template <int N> struct Groups {
 template <typename T, int PW>
 __device__ void fill_columns(const Inputs<T> &in, bool gate, int len, int Vb, int real, const Chunk &ch,
                              int lane) {
-  const int per_row = Vb / PW;
-  for (int e = lane; e < len * per_row; e += 32) {
-    const int u = e / per_row, j = (e - u * per_row) * PW;
+  for (Grid e(lane, Vb / PW); e.u < len; e.next()) {
+    const int u = e.u, j = e.j * PW;
     const int64_t at = u * in.col_step + j;
     float vv[PW], gg[PW];
     if (PW > 1 || j < real) {
@@ -169,7 +191,7 @@ __device__ void fill_columns(const Inputs<T> &in, bool gate, int len, int Vb, in
       for (int w = 0; w < PW; w++) vv[w] = gg[w] = 0.f;
     }
 #pragma unroll
-    for (int w = 0; w < PW; w++) gg[w] *= sigmoid_fast(gg[w]);
+    for (int w = 0; w < PW; w++) gg[w] = silu<!std::is_same<T, float>::value>(gg[w]);
     store_f32<PW>(ch.v + u * Vb + j, vv);
     if (gate) store_f32<PW>(ch.g + u * Vb + j, gg);
   }
@@ -189,10 +211,9 @@ template <typename T> bool vector_inputs(const Params &p, int Vb) {
 template <typename T, int N, int PW>
 __device__ void emit_y_cols(const Params &p, const Chunk &ch, int64_t y0, int len, int Vb, int real, int lane) {
   constexpr int P = Lay<N>::P;
-  const int per_row = Vb / PW;
   const int64_t step = (int64_t)p.H * p.V;
-  for (int e = lane; e < len * per_row; e += 32) {
-    const int u = e / per_row, j = (e - u * per_row) * PW;
+  for (Grid e(lane, Vb / PW); e.u < len; e.next()) {
+    const int u = e.u, j = e.j * PW;
     T out[PW];
 #pragma unroll
     for (int w = 0; w < PW; w++) {
