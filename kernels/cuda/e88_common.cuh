@@ -76,6 +76,7 @@ struct Params {
   void *y, *dq, *dk, *dv, *ddecay, *dg;
   float *S_T, *ckpt, *dS0;
   int B, T, H, V, C, nck, L;  // L: steps per chunk (forward) or per replayed chunk (backward)
+  int split_from;             // forward: blocks from this one hold half of a head's columns
   bool l2, lin, gate;
   bool prefetch;  // the inputs are copied with cp.async (every 16-byte piece aligned)
 };

@@ -295,17 +295,26 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
   constexpr int RL = G::RL;
   constexpr bool FAST = !std::is_same<T, float>::value;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, ncw = blockDim.x / 32 - 1;
-  const int Vb = ncw * G::CW, V = p.V, L = p.L, nchunks = (p.T + L - 1) / L;
-  const int per_head = Groups<N>(V).per_head, bh = blockIdx.x / per_head, b = bh / p.H, h = bh % p.H;
-  const int col0 = (blockIdx.x % per_head) * Vb;
+  const int V = p.V, L = p.L, nchunks = (p.T + L - 1) / L, per_head = Groups<N>(V).per_head;
+  // The block's head, first column and compute warps: a column group, or (the tail heads, see
+  // the launcher) half of a head of one group
+  int bh, col0, nact = ncw;
+  if ((int)blockIdx.x < p.split_from) {
+    bh = blockIdx.x / per_head, col0 = (blockIdx.x % per_head) * ncw * G::CW;
+  } else {
+    const int x = blockIdx.x - p.split_from;
+    nact = ncw / 2, bh = p.split_from + x / 2, col0 = (x % 2) * nact * G::CW;
+  }
+  const int Vb = nact * G::CW, b = bh / p.H, h = bh % p.H;
   extern __shared__ float4 smem4[];
   uint64_t *full = reinterpret_cast<uint64_t *>(smem4), *empty = full + 2;
   float *const bufs = reinterpret_cast<float *>(smem4) + 8;  // after the 4 mbarriers
   const size_t buf_floats = chunk_floats(L, N, Lay<N>::P, Vb);
   if (threadIdx.x == 0) {
-    for (int x = 0; x < 2; x++) mbar_init_cta(full + x, 32), mbar_init_cta(empty + x, ncw * 32);
+    for (int x = 0; x < 2; x++) mbar_init_cta(full + x, 32), mbar_init_cta(empty + x, nact * 32);
   }
   __syncthreads();
+  if (warp >= nact && warp < ncw) return;  // a half head's idle compute warps
 
   if (warp == ncw) {
     T *raw = p.prefetch ? reinterpret_cast<T *>(bufs + 2 * buf_floats) : nullptr;
@@ -384,8 +393,22 @@ template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t s
   Params p = p0;
   const Groups<N> gr(p.V);
   const int Vb = gr.ncw * Lay<N>::CW, nthreads = (gr.ncw + 1) * 32;
-  const int64_t blocks = (int64_t)p.B * p.H * gr.per_head;
+  const int64_t heads = (int64_t)p.B * p.H;
   p.prefetch = vector_inputs<T>(p, Vb);
+  // An SM's time follows its blocks' instructions (docs/PERF.md, E88): where the heads past a
+  // whole number a SM would put a 6th head on a few SMs (the layer's 664 on 132), each of those
+  // tail heads runs as two blocks of half its columns instead, so that no SM gets more than half
+  // a head extra. Only for heads of one group of an even number of warps.
+  int sms = 0, dev = 0;
+  if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) {
+    cudaGetLastError();
+    sms = 0;
+  }
+  const int64_t tail = sms > 0 ? heads % sms : 0;
+  const bool split = gr.per_head == 1 && gr.ncw % 2 == 0 && heads > sms && tail > 0 && 2 * tail <= sms &&
+                     (!p.prefetch || vector_inputs<T>(p, Vb / 2));
+  p.split_from = (int)(split ? heads - tail : heads * gr.per_head);
+  const int64_t blocks = p.split_from + (split ? 2 * tail : 0);
   auto kernel = p.lin ? e88_forward_kernel<T, N, true> : e88_forward_kernel<T, N, false>;
   // two f32 buffers (Chunk) and, with the prefetch, one raw copy
   const size_t per_step = 2 * sizeof(float) * (2 * N + (2 + Lay<N>::P) * Vb + 1) +
