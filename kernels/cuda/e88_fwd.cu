@@ -45,10 +45,6 @@ __device__ __forceinline__ void mbar_wait_cta(uint64_t *bar, unsigned parity) {
   } while (!done);
 }
 
-
-
-
-// One chunk's buffer: k^, q^ [L][N], v, silu(g) [L][Vb], decay [L].
 // One chunk's buffer: k^, q^ [L][N], v, silu(g) [L][Vb], decay [L], and the compute warps' o
 // partial sums [L][P][Vb] (the producer sums them into y: the o sums' shuffles, y's scaling and
 // its stores stay off the compute warps' in-order issue).
@@ -214,7 +210,7 @@ __device__ void emit_y_cols(const Params &p, const Chunk &ch, int64_t y0, int le
   const int64_t step = (int64_t)p.H * p.V;
   for (Grid e(lane, Vb / PW); e.u < len; e.next()) {
     const int u = e.u, j = e.j * PW;
-    T out[PW];
+    alignas(16) T out[PW];
 #pragma unroll
     for (int w = 0; w < PW; w++) {
       float o = 0.f;
@@ -368,8 +364,7 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
 
 // The chunk length: the longest, up to kFwdMaxChunk and within kFwdSmem, whose shared memory
 // (per_step bytes a step) lets ceil(blocks / SMs) blocks (as far as registers and threads allow)
-// share an SM: the blocks are latency-bound chains, and a second wave of a few blocks would run
-// nearly alone after the first.
+// share an SM: a second wave of a few blocks would run nearly alone after the first.
 int forward_chunk(const void *kernel, size_t per_step, int64_t blocks, int nthreads) {
   int L = (int)((kFwdSmem - 64) / per_step);  // 64: the mbarriers and the buffers' rounding
   L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
