@@ -8,6 +8,7 @@
 #include <cooperative_groups.h>
 
 #include "cuda/common.cuh"
+#include "cuda/mbarrier.cuh"
 
 namespace eng_kc {
 namespace es {
@@ -51,10 +52,8 @@ template <bool CL, typename A> __device__ __forceinline__ void put_all(A *local,
 }
 
 // ---- asynchronous exchange: DSMEM stores that complete on the receiver's mbarrier (sm_90) ----
-// Addresses are 32-bit: shared::cta ones from smem_addr, shared::cluster ones from mapa.
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
+// Addresses are 32-bit: shared::cta ones from smem_addr (mbarrier.cuh), shared::cluster ones
+// from mapa.
 
 // The address of local shared address `a` in CTA `rank` of the cluster.
 __device__ __forceinline__ uint32_t mapa(uint32_t a, int rank) {
@@ -69,16 +68,8 @@ __device__ __forceinline__ uint32_t mapa(uint32_t a, int rank) {
 #endif
 }
 
-// Initializes the mbarrier at `bar` for `count` arrivals a phase; fence_mbar_init then makes the
-// initializations visible to the cluster (a cluster barrier must follow before remote use).
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-#ifdef ENG_ES_NO_CLUSTERS
-  (void)bar, (void)count;
-  __trap();
-#else
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-#endif
-}
+// fence_mbar_init makes mbar_init's (mbarrier.cuh) initializations visible to the cluster (a
+// cluster barrier must follow before remote use).
 __device__ __forceinline__ void fence_mbar_init() {
 #ifdef ENG_ES_NO_CLUSTERS
   __trap();

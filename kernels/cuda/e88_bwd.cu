@@ -484,8 +484,8 @@ template <typename T> bool prefetchable(const Params &p) {
 }
 
 // The replay chunk Lb (a longer one replays fewer steps), as the forward's forward_chunk: the
-// latency-bound blocks should all be resident at once (a second wave of a few blocks runs nearly
-// alone: at the layer's shape 664 blocks need 6 an SM), so the longest chunk, up to the segment,
+// blocks should all be resident at once (a second wave of a few blocks runs nearly alone: at the
+// layer's shape 664 blocks need 6 an SM), so the longest chunk, up to the segment,
 // whose shared memory lets ceil(blocks / SMs) blocks (as far as registers allow) share an SM, and
 // at least kBwdMinChunk. Never more than the opt-in limit.
 template <typename T, typename SH, int N, bool LIN, bool GATE>
@@ -508,17 +508,23 @@ int launch_backward_sh(const Params &p0, cudaStream_t st) {
   cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes(Lb));
   if (e != cudaSuccess) return (int)e;
-  const int least = Lb < kBwdMinChunk ? Lb : kBwdMinChunk;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cap, kernel, nthreads, bytes(least));
-  if (e != cudaSuccess) return (int)e;
-  const int64_t blocks = (int64_t)p.B * p.H, per_sm = (blocks + sms - 1) / sms,
-                want = per_sm < cap ? per_sm : cap;
-  for (; Lb > least; Lb--) {
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&most, kernel, nthreads, bytes(Lb));
+  const int64_t blocks = (int64_t)p.B * p.H;
+  thread_local ChunkMemo memo;
+  const int64_t shape = (int64_t)p.V << 32 | (uint32_t)p.C;
+  if (!memo.find(kernel, dev, blocks, shape, Lb, &p.L)) {
+    const int first = Lb, least = Lb < kBwdMinChunk ? Lb : kBwdMinChunk;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cap, kernel, nthreads, bytes(least));
     if (e != cudaSuccess) return (int)e;
-    if (most >= want) break;
+    const int64_t per_sm = (blocks + sms - 1) / sms, want = per_sm < cap ? per_sm : cap;
+    for (; Lb > least; Lb--) {
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&most, kernel, nthreads, bytes(Lb));
+      if (e != cudaSuccess) return (int)e;
+      if (most >= want) break;
+    }
+    memo.keep(kernel, dev, blocks, shape, first, Lb);
+    p.L = Lb;
   }
-  p.L = Lb;
+  Lb = p.L;
   e88_backward_kernel<T, SH, N, LIN, GATE><<<(unsigned)blocks, nthreads, bytes(Lb), st>>>(p);
   return (int)cudaGetLastError();
 }

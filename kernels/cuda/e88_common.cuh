@@ -150,6 +150,22 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_al
   default: return (int)cudaErrorInvalidValue;                                         \
   }
 
+// The chunk length a launcher chose last, per host thread and kernel instance: choosing it takes
+// occupancy queries (microseconds a call), and a model calls each layer with the same shape.
+struct ChunkMemo {
+  const void *kernel = nullptr;
+  int dev = -1, value = 0;
+  int64_t key[3] = {};
+  bool find(const void *k, int d, int64_t a, int64_t b, int64_t c, int *out) const {
+    if (k != kernel || d != dev || a != key[0] || b != key[1] || c != key[2]) return false;
+    *out = value;
+    return true;
+  }
+  void keep(const void *k, int d, int64_t a, int64_t b, int64_t c, int v) {
+    kernel = k, dev = d, key[0] = a, key[1] = b, key[2] = c, value = v;
+  }
+};
+
 // The forward and backward launchers (e88_fwd.cu, e88_bwd.cu); p carries the shape and tensors.
 int launch_forward(eng_dtype_t dt, int n, const Params &p, cudaStream_t st);
 int launch_backward(eng_dtype_t dt, int n, const Params &p, cudaStream_t st);

@@ -6,6 +6,7 @@
 // which the version-2 kernel's warps paid at every chunk (40% of its stall samples), is off the
 // chain's path.
 #include "cuda/e88_common.cuh"
+#include "cuda/mbarrier.cuh"
 
 namespace eng_e88 {
 namespace {
@@ -13,37 +14,10 @@ namespace {
 constexpr int kFwdMaxChunk = 32;  // steps a chunk
 constexpr size_t kFwdSmem = 48 * 1024;  // both buffers (no opt-in needed)
 
-// Shared-memory mbarriers at CTA scope (sm_80 and later) hand the two buffers over: buffer b's
-// "full" (the producer's 32 lanes arrive, the compute warps wait) and "empty" (the other way).
-// Named barriers would do, but an SM has few of them: 4 ids a block held the layer's blocks to 4
-// an SM instead of the 6 that keep all 664 resident.
-__device__ __forceinline__ uint32_t shared_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init_cta(uint64_t *bar, unsigned count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(shared_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cta(uint64_t *bar) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared.b64 st, [%0]; }" ::"r"(shared_addr(bar)) : "memory");
-}
-// Waits for the completion of the phase with parity `parity`. On sm_90 try_wait suspends the
-// thread until then (or a time limit) instead of spinning: the producer waits most of the time,
-// and a spinning warp takes issue slots from the compute warps of its scheduler.
-__device__ __forceinline__ void mbar_wait_cta(uint64_t *bar, unsigned parity) {
-  uint32_t done;
-  do {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(shared_addr(bar)), "r"(parity)
-                 : "memory");
-#else
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(shared_addr(bar)), "r"(parity)
-                 : "memory");
-    if (!done) __nanosleep(256);
-#endif
-  } while (!done);
-}
+// CTA-scope mbarriers (mbarrier.cuh) hand the two buffers over: buffer b's "full" (the
+// producer's 32 lanes arrive, the compute warps wait) and "empty" (the other way). Named barriers
+// would do, but an SM has few of them: 4 ids a block held the layer's blocks to 4 an SM instead
+// of the 6 that keep all 664 resident.
 
 // One chunk's buffer: k^, q^ [L][N], v, silu(g) [L][Vb], decay [L], and the compute warps' o
 // partial sums [L][P][Vb] (the producer sums them into y: the o sums' shuffles, y's scaling and
@@ -252,7 +226,7 @@ __device__ void produce(const Params &p, int b, int h, int col0, int Vb, float *
   };
   // y of chunk c from its buffer once the compute warps are done with it
   auto emit = [&](int c) {
-    mbar_wait_cta(empty + (c & 1), (c >> 1) & 1);
+    mbar_wait_cta(smem_addr(empty + (c & 1)), (c >> 1) & 1);
     const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
     emit_y<T, N>(p, ch, row_of(p, b, c * L, h) * p.V + col0, min(L, p.T - c * L), Vb, p.V - col0, vec, lane);
   };
@@ -277,7 +251,7 @@ __device__ void produce(const Params &p, int b, int h, int col0, int Vb, float *
       fill_columns<T, 1>(in, p.gate, len, Vb, p.V - col0, ch, lane);
       if (lane < len) ch.d[lane] = decay_of(c);
     }
-    mbar_arrive_cta(full + (c & 1));
+    mbar_arrive(smem_addr(full + (c & 1)));
   }
   for (int c = nchunks < 2 ? 0 : nchunks - 2; c < nchunks; c++) emit(c);
 }
@@ -307,7 +281,7 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
   float *const bufs = reinterpret_cast<float *>(smem4) + 8;  // after the 4 mbarriers
   const size_t buf_floats = chunk_floats(L, N, Lay<N>::P, Vb);
   if (threadIdx.x == 0) {
-    for (int x = 0; x < 2; x++) mbar_init_cta(full + x, 32), mbar_init_cta(empty + x, nact * 32);
+    for (int x = 0; x < 2; x++) mbar_init(smem_addr(full + x), 32), mbar_init(smem_addr(empty + x), nact * 32);
   }
   __syncthreads();
   if (warp >= nact && warp < ncw) return;  // a half head's idle compute warps
@@ -330,7 +304,7 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
 
   for (int c = 0; c < nchunks; c++) {
     const int t0 = c * L, len = min(L, p.T - t0);
-    mbar_wait_cta(full + (c & 1), (c >> 1) & 1);
+    mbar_wait_cta(smem_addr(full + (c & 1)), (c >> 1) & 1);
     const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
     const float *kp = ch.k + i0, *qp = ch.q + i0, *vp = ch.v + jl, *dp = ch.d;
     float *op = ch.o + rg * Vb + jl;
@@ -354,7 +328,7 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
         *op = dot(s, qh);
       }
     }
-    mbar_arrive_cta(empty + (c & 1));
+    mbar_arrive(smem_addr(empty + (c & 1)));
   }
   if (p.S_T && active) {
 #pragma unroll
@@ -369,7 +343,10 @@ int forward_chunk(const void *kernel, size_t per_step, int64_t blocks, int nthre
   int L = (int)((kFwdSmem - 64) / per_step);  // 64: the mbarriers and the buffers' rounding
   L = L > kFwdMaxChunk ? kFwdMaxChunk : L < 1 ? 1 : L;
   int dev = 0, sms = 0, per_sm = 0, reserved = 0, most = 0;
-  if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+  thread_local ChunkMemo memo;
+  int known = 0;
+  if (!cudaGetDevice(&dev) && memo.find(kernel, dev, (int64_t)per_step, blocks, nthreads, &known)) return known;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
       cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ||
       cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&most, kernel, nthreads, 0) || sms < 1 ||
@@ -381,6 +358,7 @@ int forward_chunk(const void *kernel, size_t per_step, int64_t blocks, int nthre
   want = want > most ? most : want;
   const int64_t fit = ((int64_t)per_sm / want - reserved - 64) / (int64_t)per_step;
   if (fit < L) L = fit > 1 ? (int)fit : 1;
+  memo.keep(kernel, dev, (int64_t)per_step, blocks, nthreads, L);
   return L;
 }
 
