@@ -1,5 +1,6 @@
-/* e88 and e88_backward on the CPU: the forward against a second implementation written here
- * straight from the math, the backward against central finite differences of the forward in f64
+/* e88 and e88_backward on the CPU: the forward (y, S_T and all of ckpt) against a second
+ * implementation written here straight from the math, ckpt's delta and o trace against the
+ * forward's other outputs, the backward against central finite differences of the forward in f64
  * (every input, with and without l2, gate, linear_state and S0, T = 1 and T not a multiple of
  * ckpt_every), lower dtypes against f64, and the misuse errors. */
 #include <math.h>
@@ -63,18 +64,23 @@ static void describe(const cfg_t *c, char *buf, size_t n) {
 
 /* ---- the second implementation: the math of the op, in double, one (b, h) at a time ---- */
 
+/* ckpt's elements per (b, h): the checkpoints, then delta and o of every step (see e88.h). */
+static int64_t ckpt_len(const cfg_t *c) {
+  return (c->T + c->C - 1) / c->C * c->n * c->v + 2 * c->T * c->v;
+}
+
 static void ref_forward(const cfg_t *c, const inputs_t *in, double *y, double *ST, double *ck) {
   double *q = t_values(in->t[IQ]), *k = t_values(in->t[IK]), *v = t_values(in->t[IV]),
          *dec = t_values(in->t[IDEC]), *g = c->gate ? t_values(in->t[IG]) : NULL,
          *S0 = c->s0 ? t_values(in->t[IS0]) : NULL;
-  const int64_t n = c->n, V = c->v, nck = (c->T + c->C - 1) / c->C;
+  const int64_t n = c->n, V = c->v, W = ckpt_len(c), o_at = W - c->T * V, d_at = o_at - c->T * V;
   double *S = malloc(sizeof(double) * (size_t)(n * V)), kh[64], qh[64], delta[64];
   for (int64_t b = 0; b < c->B; b++)
     for (int64_t h = 0; h < c->H; h++) {
+      double *ckr = ck + (b * c->H + h) * W;
       for (int64_t e = 0; e < n * V; e++) S[e] = S0 ? S0[(b * c->H + h) * n * V + e] : 0;
       for (int64_t t = 0; t < c->T; t++) {
-        if (ck && t % c->C == 0)
-          memcpy(ck + ((b * c->H + h) * nck + t / c->C) * n * V, S, sizeof(double) * (size_t)(n * V));
+        if (t % c->C == 0) memcpy(ckr + t / c->C * n * V, S, sizeof(double) * (size_t)(n * V));
         const int64_t row = (b * c->T + t) * c->H + h;
         double nk = 0, nq = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -89,6 +95,7 @@ static void ref_forward(const cfg_t *c, const inputs_t *in, double *y, double *S
           double r = 0;
           for (int64_t i = 0; i < n; i++) r += S[i * V + j] * kh[i];
           delta[j] = v[row * V + j] - r;
+          ckr[d_at + t * V + j] = delta[j];
         }
         for (int64_t i = 0; i < n; i++)
           for (int64_t j = 0; j < V; j++) {
@@ -98,6 +105,7 @@ static void ref_forward(const cfg_t *c, const inputs_t *in, double *y, double *S
         for (int64_t j = 0; j < V; j++) {
           double o = 0;
           for (int64_t i = 0; i < n; i++) o += S[i * V + j] * qh[i];
+          ckr[o_at + t * V + j] = o;
           if (g) o *= g[row * V + j] / (1 + exp(-g[row * V + j]));
           y[row * V + j] = o;
         }
@@ -116,17 +124,17 @@ static void check_forward(const cfg_t *c, eng_dtype_t dt, uint64_t seed) {
   eng_e88_opts_t o = opts_of(c);
   T_OK(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], &o, &y, &ST, &ck));
   const int64_t ny = c->B * c->T * c->H * c->v, ns = c->B * c->H * c->n * c->v,
-                nck = (c->T + c->C - 1) / c->C;
+                nc = c->B * c->H * ckpt_len(c);
   double *ry = malloc(sizeof(double) * (size_t)ny), *rs = malloc(sizeof(double) * (size_t)ns),
-         *rc = malloc(sizeof(double) * (size_t)(ns * nck + 1));
+         *rc = malloc(sizeof(double) * (size_t)nc);
   ref_forward(c, &in, ry, rs, rc);
   const eng_dtype_t sdt = dt == ENG_F64 ? ENG_F64 : ENG_F32;
   cr_assert_eq(y->dtype, dt, "%s: y dtype", what);
   cr_assert_eq(ST->dtype, sdt, "%s: S_T dtype", what);
-  cr_assert(y->ndim == 4 && y->shape[3] == c->v && ck->ndim == 4 && ck->shape[2] == nck &&
-                ck->shape[3] == c->n * c->v,
+  cr_assert(y->ndim == 4 && y->shape[3] == c->v && ck->ndim == 3 && ck->shape[0] == c->B &&
+                ck->shape[1] == c->H && ck->shape[2] == ckpt_len(c),
             "%s: output shapes", what);
-  double ey = t_rel_err(y, ry, ny), es = t_rel_err(ST, rs, ns), ec = t_rel_err(ck, rc, ns * nck);
+  double ey = t_rel_err(y, ry, ny), es = t_rel_err(ST, rs, ns), ec = t_rel_err(ck, rc, nc);
   cr_assert(ey <= t_tol(dt), "%s %s: y rel err %g", what, eng_dtype_name(dt), ey);
   cr_assert(es <= t_tol(sdt) * (dt == ENG_F64 ? 1 : 10) && ec <= t_tol(sdt) * 10,
             "%s %s: S_T rel err %g, ckpt rel err %g", what, eng_dtype_name(dt), es, ec);
@@ -153,6 +161,57 @@ Test(e88, forward_matches_the_math) {
     c.gate = c.s0 = c.l2 = 1;
     check_forward(&c, low[d], 20 + (uint64_t)d);
   }
+}
+
+/* ckpt's trace against what this test recomputes from the forward's other outputs: o_t = y_t /
+ * silu(g_t) (g kept away from 0), and delta_t = v_t - S^T k^_t with S stepped forward here from
+ * each checkpoint, which must then land on the next checkpoint (or S_T). */
+Test(e88, ckpt_trace_holds_delta_and_o) {
+  const cfg_t c = {.B = 2, .T = 7, .H = 2, .n = 4, .v = 3, .gate = 1, .s0 = 1, .l2 = 1, .C = 3};
+  inputs_t in = make_inputs(&c, ENG_F64, 123);
+  double *g = eng_tensor_data(in.t[IG]);
+  for (int64_t e = 0; e < eng_tensor_numel(in.t[IG]); e++) g[e] += g[e] < 0 ? -0.5 : 0.5;
+  eng_tensor_t *y = NULL, *ST = NULL, *ck = NULL;
+  eng_e88_opts_t o = opts_of(&c);
+  T_OK(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], &o, &y, &ST, &ck));
+  const int64_t n = c.n, V = c.v, nv = n * V, W = ckpt_len(&c), nck = (c.T + c.C - 1) / c.C,
+                d_at = nck * nv, o_at = d_at + c.T * V;
+  cr_assert(ck->ndim == 3 && ck->shape[0] == c.B && ck->shape[1] == c.H && ck->shape[2] == W,
+            "ckpt shape");
+  const double *k = eng_tensor_data(in.t[IK]), *v = eng_tensor_data(in.t[IV]),
+               *dec = eng_tensor_data(in.t[IDEC]), *yd = eng_tensor_data(y),
+               *sd = eng_tensor_data(ST), *cd = eng_tensor_data(ck);
+  double S[16], kh[4], d[3], err_d = 0, err_o = 0, err_s = 0, sum_d = 0, sum_o = 0;
+  for (int64_t bh = 0; bh < c.B * c.H; bh++) {
+    const int64_t b = bh / c.H, h = bh % c.H;
+    const double *row = cd + bh * W;
+    for (int64_t seg = 0; seg < nck; seg++) {
+      memcpy(S, row + seg * nv, sizeof(double) * (size_t)nv);
+      for (int64_t t = seg * c.C; t < (seg + 1) * c.C && t < c.T; t++) {
+        const int64_t r = (b * c.T + t) * c.H + h;
+        double nk = 0;
+        for (int64_t i = 0; i < n; i++) nk += k[r * n + i] * k[r * n + i];
+        for (int64_t i = 0; i < n; i++) kh[i] = k[r * n + i] / (sqrt(nk) + 1e-6);
+        for (int64_t j = 0; j < V; j++) {
+          d[j] = v[r * V + j];
+          for (int64_t i = 0; i < n; i++) d[j] -= S[i * V + j] * kh[i];
+          const double gj = g[r * V + j], ot = yd[r * V + j] * (1 + exp(-gj)) / gj;
+          err_d = fmax(err_d, fabs(row[d_at + t * V + j] - d[j]));
+          err_o = fmax(err_o, fabs(row[o_at + t * V + j] - ot));
+          sum_d += fabs(d[j]), sum_o += fabs(ot);
+        }
+        for (int64_t i = 0; i < n; i++)
+          for (int64_t j = 0; j < V; j++) S[i * V + j] = tanh(dec[r] * S[i * V + j] + kh[i] * d[j]);
+      }
+      const double *next = seg + 1 < nck ? row + (seg + 1) * nv : sd + bh * nv;
+      for (int64_t e = 0; e < nv; e++) err_s = fmax(err_s, fabs(S[e] - next[e]));
+    }
+  }
+  cr_assert(sum_d > 0 && sum_o > 0, "an all-zero trace proves nothing");
+  cr_assert(err_d < 1e-12 && err_o < 1e-12 && err_s < 1e-12,
+            "trace: delta err %g, o err %g, stepped state err %g", err_d, err_o, err_s);
+  eng_tensor_release(y), eng_tensor_release(ST), eng_tensor_release(ck);
+  release_inputs(&in);
 }
 
 /* ---- gradients ---- */
@@ -363,7 +422,7 @@ Test(e88, misuse_is_an_error) {
   eng_e88_grads_t g;
   T_FAILS(eng_op_e88_backward(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], ck, y,
                               NULL, NULL, &g),
-          ENG_ERR_SHAPE, "ckpt must have shape [2,2,1,12]");
+          ENG_ERR_SHAPE, "ckpt must have shape [2,2,42]");
   eng_tensor_release(y), eng_tensor_release(ST), eng_tensor_release(ck);
   release_inputs(&in);
 }

@@ -170,8 +170,10 @@ eng_status_t eng_op_e23_backward(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor
  * o_t = S^T q^ (the new S); y_t = o_t * silu(g_t) (g NULL: o_t).
  * q, k [B,T,H,n]; v, g, y [B,T,H,v]; decay [B,T,H]; one floating dtype for all of them.
  * S0, S_T [B,H,n,v] in the state dtype (f64 for f64 values, else f32).
- * ckpt [B,H,ceil(T/C),n*v] (state dtype) holds the state before steps 0, C, 2C, ... (C =
- * ckpt_every): what e88_backward recomputes each segment from. opts NULL: l2 on, tanh, C = 16.
+ * ckpt [B,H,W] (state dtype) is what e88_backward needs, per (b, h): the state before steps 0, C,
+ * 2C, ... (C = ckpt_every; ceil(T/C) of n*v each), then delta [T][v] and o [T][v] of every step
+ * (W = ceil(T/C)*n*v + 2*T*v, eng_e88_ckpt_len in kernels/cpu/e88.h). e88_backward recomputes
+ * each segment from its checkpoint with the saved delta. opts NULL: l2 on, tanh, C = 16.
  * S_T and ckpt may be NULL when not wanted (no ckpt: none is written). */
 typedef struct {
   int l2;           /* normalize q and k (default 1) */

@@ -1,6 +1,8 @@
-/* E88 forward and backward in plain loops (see e88.h for the math and layouts). The backward is
- * exact reverse mode: each checkpointed segment is replayed forward from its checkpoint, keeping
- * every state of the segment, then walked backward step by step. */
+/* E88 forward and backward in plain loops (see e88.h for the math and layouts). The forward also
+ * writes ckpt's trace (delta and o of every step). The backward is exact reverse mode: each
+ * checkpointed segment is replayed forward from its checkpoint with the saved delta, keeping every
+ * state of the segment, then walked backward step by step, taking o from the trace. It reads
+ * delta and o only from ckpt, so the CPU and CUDA backwards agree on any ckpt given to both. */
 #include "cpu/e88.h"
 
 #include <math.h>
@@ -51,14 +53,9 @@ static void normalize_backward(const double *x, double a, double *dx, int64_t n)
   for (int64_t i = 0; i < n; i++) dx[i] = dx[i] / d - x[i] * c;
 }
 
-/* One step on S [n, v]: delta = vt - S^T kh (written out), S <- tanh(dec S + kh delta^T). */
-static void step(double *S, const double *kh, const double *vt, double dec, double *delta,
-                 int64_t n, int64_t v, int linear) {
-  for (int64_t j = 0; j < v; j++) {
-    double r = 0;
-    for (int64_t i = 0; i < n; i++) r += S[i * v + j] * kh[i];
-    delta[j] = vt[j] - r;
-  }
+/* S [n, v] <- tanh(dec S + kh delta^T) (no tanh when linear). */
+static void apply_delta(double *S, const double *kh, const double *delta, double dec, int64_t n,
+                        int64_t v, int linear) {
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < v; j++) {
       double p = dec * S[i * v + j] + kh[i] * delta[j];
@@ -81,46 +78,55 @@ static double load_unit(const inputs_t *in, const void *x, int64_t b, int64_t t,
   return normalize(xh, s->n, s->l2);
 }
 
-/* Advances S through step t of (b, h); delta gets v_t - S^T k^. */
-static void advance(const inputs_t *in, double *S, int64_t b, int64_t t, int64_t h, double *kh,
-                    double *vt, double *delta) {
-  const eng_e88_shape_t *s = in->s;
-  load_unit(in, in->k, b, t, h, kh, NULL);
-  eng_kcpu_load_f64(vt, in->v, in->dt, row_at(s, b, t, h, s->v), 1, s->v);
-  double dec = load1(in->decay, in->dt, row_at(s, b, t, h, 1));
-  step(S, kh, vt, dec, delta, s->n, s->v, s->linear_state);
+/* The offset of (b, h)'s row in ckpt. */
+static inline int64_t ckpt_row(const eng_e88_shape_t *s, int64_t bh) {
+  return bh * eng_e88_ckpt_len(s);
 }
 
 /* Per-thread scratch, in doubles. */
 static int64_t scratch_len(const eng_e88_shape_t *s) {
   const int64_t nv = s->n * s->v, seg = s->ckpt_every < s->T ? s->ckpt_every : s->T;
-  return (seg + 1) * nv + 2 * nv + 6 * s->n + 8 * s->v;
+  return (seg + 1) * nv + 2 * nv + 6 * s->n + 6 * s->v;
 }
 
 static void forward_bh(const inputs_t *in, const void *S0, void *y, void *S_T, void *ckpt,
                        int64_t bh, double *w) {
   const eng_e88_shape_t *s = in->s;
   const int64_t n = s->n, v = s->v, nv = n * v, b = bh / s->H, h = bh % s->H;
-  const int64_t C = s->ckpt_every, nck = eng_e88_n_ckpt(s->T, C);
-  double *S = w, *kh = S + nv, *qh = kh + n, *vt = qh + n, *delta = vt + v, *out = delta + v;
+  const int64_t C = s->ckpt_every, row = ckpt_row(s, bh);
+  double *S = w, *kh = S + nv, *qh = kh + n, *vt = qh + n, *delta = vt + v, *o = delta + v,
+         *out = o + v;
   if (S0)
     eng_kcpu_load_f64(S, S0, in->sdt, bh * nv, 1, nv);
   else
     memset(S, 0, sizeof(double) * (size_t)nv);
   for (int64_t t = 0; t < s->T; t++) {
-    if (ckpt && t % C == 0) eng_kcpu_store_f64(ckpt, in->sdt, (bh * nck + t / C) * nv, 1, S, nv);
-    advance(in, S, b, t, h, kh, vt, delta);
+    if (ckpt && t % C == 0) eng_kcpu_store_f64(ckpt, in->sdt, row + (t / C) * nv, 1, S, nv);
+    const int64_t vrow = row_at(s, b, t, h, v);
+    load_unit(in, in->k, b, t, h, kh, NULL);
+    eng_kcpu_load_f64(vt, in->v, in->dt, vrow, 1, v);
+    for (int64_t j = 0; j < v; j++) {
+      double r = 0;
+      for (int64_t i = 0; i < n; i++) r += S[i * v + j] * kh[i];
+      delta[j] = vt[j] - r;
+    }
+    apply_delta(S, kh, delta, load1(in->decay, in->dt, row_at(s, b, t, h, 1)), n, v,
+                s->linear_state);
     load_unit(in, in->q, b, t, h, qh, NULL);
     for (int64_t j = 0; j < v; j++) {
-      double o = 0;
-      for (int64_t i = 0; i < n; i++) o += S[i * v + j] * qh[i];
+      o[j] = 0;
+      for (int64_t i = 0; i < n; i++) o[j] += S[i * v + j] * qh[i];
+      out[j] = o[j];
       if (in->g) {
-        double gj = load1(in->g, in->dt, row_at(s, b, t, h, v) + j);
-        o *= gj * sigmoid(gj);
+        double gj = load1(in->g, in->dt, vrow + j);
+        out[j] *= gj * sigmoid(gj);
       }
-      out[j] = o;
     }
-    eng_kcpu_store_f64(y, in->dt, row_at(s, b, t, h, v), 1, out, v);
+    eng_kcpu_store_f64(y, in->dt, vrow, 1, out, v);
+    if (ckpt) {
+      eng_kcpu_store_f64(ckpt, in->sdt, row + eng_e88_ckpt_delta_at(s) + t * v, 1, delta, v);
+      eng_kcpu_store_f64(ckpt, in->sdt, row + eng_e88_ckpt_o_at(s) + t * v, 1, o, v);
+    }
   }
   if (S_T) eng_kcpu_store_f64(S_T, in->sdt, bh * nv, 1, S, nv);
 }
@@ -157,32 +163,27 @@ typedef struct {
   void *dq, *dk, *dv, *ddecay, *dg, *dS0;
 } grads_t;
 
-/* Backward through step t, given S_prev (before it) and S_new (after it); dS holds dL/dS_new on
- * entry and dL/dS_prev on return. */
-static void backward_step(const inputs_t *in, const grads_t *gr, int64_t b, int64_t t, int64_t h,
+/* Backward through step t, given S_prev (before it) and S_new (after it), and delta and o of the
+ * step from ckpt; dS holds dL/dS_new on entry and dL/dS_prev on return. */
+static void backward_step(const inputs_t *in, const grads_t *gr, int64_t bh, int64_t t,
                           const double *Sp, const double *Sn, double *dS, double *w) {
   const eng_e88_shape_t *s = in->s;
-  const int64_t n = s->n, v = s->v, nv = n * v;
+  const int64_t n = s->n, v = s->v, nv = n * v, b = bh / s->H, h = bh % s->H;
   double *dP = w, *kh = dP + nv, *qh = kh + n, *kraw = qh + n, *qraw = kraw + n, *dkh = qraw + n,
-         *dqh = dkh + n, *vt = dqh + n, *delta = vt + v, *dyt = delta + v, *dov = dyt + v,
+         *dqh = dkh + n, *delta = dqh + n, *o = delta + v, *dyt = o + v, *dov = dyt + v,
          *dgv = dov + v, *ddl = dgv + v;
   const double ka = load_unit(in, in->k, b, t, h, kh, kraw);
   const double qa = load_unit(in, in->q, b, t, h, qh, qraw);
-  const int64_t vrow = row_at(s, b, t, h, v), at1 = row_at(s, b, t, h, 1);
-  eng_kcpu_load_f64(vt, in->v, in->dt, vrow, 1, v);
+  const int64_t vrow = row_at(s, b, t, h, v), at1 = row_at(s, b, t, h, 1), row = ckpt_row(s, bh);
+  eng_kcpu_load_f64(delta, gr->ckpt, in->sdt, row + eng_e88_ckpt_delta_at(s) + t * v, 1, v);
+  eng_kcpu_load_f64(o, gr->ckpt, in->sdt, row + eng_e88_ckpt_o_at(s) + t * v, 1, v);
   eng_kcpu_load_f64(dyt, gr->dy, in->dt, vrow, 1, v);
   const double dec = load1(in->decay, in->dt, at1);
   for (int64_t j = 0; j < v; j++) {
-    double r = 0, o = 0;
-    for (int64_t i = 0; i < n; i++) {
-      r += Sp[i * v + j] * kh[i];
-      o += Sn[i * v + j] * qh[i];
-    }
-    delta[j] = vt[j] - r;
     if (in->g) {
       double gj = load1(in->g, in->dt, vrow + j), sg = sigmoid(gj);
       dov[j] = dyt[j] * gj * sg;
-      dgv[j] = dyt[j] * o * sg * (1 + gj * (1 - sg));
+      dgv[j] = dyt[j] * o[j] * sg * (1 + gj * (1 - sg));
     } else {
       dov[j] = dyt[j];
     }
@@ -229,6 +230,7 @@ static void backward_bh(const inputs_t *in, const grads_t *gr, int64_t bh, doubl
   const eng_e88_shape_t *s = in->s;
   const int64_t n = s->n, v = s->v, nv = n * v, b = bh / s->H, h = bh % s->H;
   const int64_t C = s->ckpt_every, nck = eng_e88_n_ckpt(s->T, C), seg_len = C < s->T ? C : s->T;
+  const int64_t row = ckpt_row(s, bh);
   /* the layout of scratch_len: seg_len + 1 states, dS, then the step's scratch */
   double *states = w, *dS = states + (seg_len + 1) * nv, *rest = dS + nv;
   if (gr->dS_T)
@@ -237,16 +239,20 @@ static void backward_bh(const inputs_t *in, const grads_t *gr, int64_t bh, doubl
     memset(dS, 0, sizeof(double) * (size_t)nv);
   for (int64_t seg = nck - 1; seg >= 0; seg--) {
     const int64_t t0 = seg * C, t1 = t0 + C < s->T ? t0 + C : s->T;
-    /* replay: states[u] is the state before step t0 + u */
-    eng_kcpu_load_f64(states, gr->ckpt, in->sdt, (bh * nck + seg) * nv, 1, nv);
+    /* replay with the saved delta: states[u] is the state before step t0 + u */
+    eng_kcpu_load_f64(states, gr->ckpt, in->sdt, row + seg * nv, 1, nv);
+    double *kh = rest, *delta = kh + n;
     for (int64_t t = t0; t < t1; t++) {
       double *S = states + (t - t0 + 1) * nv;
       memcpy(S, S - nv, sizeof(double) * (size_t)nv);
-      advance(in, S, b, t, h, rest, rest + n, rest + n + v);
+      load_unit(in, in->k, b, t, h, kh, NULL);
+      eng_kcpu_load_f64(delta, gr->ckpt, in->sdt, row + eng_e88_ckpt_delta_at(s) + t * v, 1, v);
+      apply_delta(S, kh, delta, load1(in->decay, in->dt, row_at(s, b, t, h, 1)), n, v,
+                  s->linear_state);
     }
     for (int64_t t = t1 - 1; t >= t0; t--) {
       const double *Sp = states + (t - t0) * nv;
-      backward_step(in, gr, b, t, h, Sp, Sp + nv, dS, rest);
+      backward_step(in, gr, bh, t, Sp, Sp + nv, dS, rest);
     }
   }
   if (gr->dS0) eng_kcpu_store_f64(gr->dS0, in->sdt, bh * nv, 1, dS, nv);

@@ -4,9 +4,14 @@
  *   delta = v_t - S^T k^;   S <- tanh(decay_t S + k^ delta^T)  (linear_state: no tanh)
  *   o_t = S^T q^ (the new S);   y_t = o_t * silu(g_t)          (no gate: y_t = o_t)
  * Layout (contiguous, batch-first): q, k [B,T,H,n]; v, g, y [B,T,H,v]; decay [B,T,H];
- * S0, S_T [B,H,n,v]; ckpt [B,H,ceil(T/C),n*v] holds the state before steps 0, C, 2C, ...
- * (C = ckpt_every). Values are in `dt`, states (S0, S_T, ckpt, dS_T, dS0) in `sdt` (f64 for f64
- * values, else f32). Everything is computed in double, one (b, h) per OpenMP iteration. */
+ * S0, S_T [B,H,n,v]; ckpt [B,H,W] is what the backward needs of the forward, per (b, h):
+ *   [nck][n*v]  the state before steps 0, C, 2C, ... (nck = ceil(T/C), C = ckpt_every),
+ *   [T][v]      delta of every step,
+ *   [T][v]      o of every step (before the gate),
+ * W = eng_e88_ckpt_len (the backward replays S from a checkpoint with the saved delta, which needs
+ * no sum over n, and takes o for dg instead of recomputing it). Values are in `dt`, states (S0,
+ * S_T, ckpt, dS_T, dS0) in `sdt` (f64 for f64 values, else f32). Everything is computed in double,
+ * one (b, h) per OpenMP iteration. */
 #ifndef ENG_KCPU_E88_H
 #define ENG_KCPU_E88_H
 
@@ -23,15 +28,27 @@ typedef struct {
 /* Number of checkpoints: ceil(T / C). */
 static inline int64_t eng_e88_n_ckpt(int64_t T, int64_t C) { return (T + C - 1) / C; }
 
+/* ckpt's elements per (b, h), and where its delta and o parts start in them. */
+static inline int64_t eng_e88_ckpt_delta_at(const eng_e88_shape_t *s) {
+  return eng_e88_n_ckpt(s->T, s->ckpt_every) * s->n * s->v;
+}
+static inline int64_t eng_e88_ckpt_o_at(const eng_e88_shape_t *s) {
+  return eng_e88_ckpt_delta_at(s) + s->T * s->v;
+}
+static inline int64_t eng_e88_ckpt_len(const eng_e88_shape_t *s) {
+  return eng_e88_ckpt_o_at(s) + s->T * s->v;
+}
+
 /* g, S0 may be NULL; S_T and ckpt may be NULL (not wanted). Returns 0, or -1 when out of memory. */
 int eng_kcpu_e88_forward(eng_dtype_t dt, eng_dtype_t sdt, const eng_e88_shape_t *s, const void *q,
                          const void *k, const void *v, const void *decay, const void *g,
                          const void *S0, void *y, void *S_T, void *ckpt);
 
-/* Reverse mode of the forward above: each segment of C steps is recomputed from its checkpoint,
- * then walked backward. dy [B,T,H,v]; dS_T may be NULL (zero). Writes dq, dk [B,T,H,n], dv [B,T,H,v],
- * ddecay [B,T,H], dg (when g is given) in dt, and dS0 (when not NULL) in sdt. Returns 0, or -1 when
- * out of memory. */
+/* Reverse mode of the forward above: each segment of C steps is recomputed from its checkpoint
+ * with the saved delta, then walked backward, taking the saved o for dg (v itself is not read).
+ * dy [B,T,H,v]; dS_T may be NULL (zero). Writes dq, dk [B,T,H,n], dv [B,T,H,v], ddecay [B,T,H],
+ * dg (when g is given) in dt, and dS0 (when not NULL) in sdt. Returns 0, or -1 when out of
+ * memory. */
 int eng_kcpu_e88_backward(eng_dtype_t dt, eng_dtype_t sdt, const eng_e88_shape_t *s, const void *q,
                           const void *k, const void *v, const void *decay, const void *g,
                           const void *ckpt, const void *dy, const void *dS_T, void *dq, void *dk,

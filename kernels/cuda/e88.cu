@@ -4,9 +4,12 @@
 // the sums over columns, dq^, dk^ and ddecay, are outputs that nothing in the chain waits for).
 // So a lane holds rows of one column (e88_common.cuh, Lay) and no block barrier sits inside the
 // chain. e88_fwd.cu: a producer warp stages each chunk's inputs while the compute warps run the
-// previous one. e88_bwd.cu: each checkpointed segment is replayed from its checkpoint (states
-// kept in shared memory, as f16 when they are tanh outputs of 16-bit values), then walked back
-// with dS in registers; the row sums go through a per-warp transpose in shared memory.
+// previous one, and writes y, and delta and o of every step into the ckpt row (cpu/e88.h).
+// e88_bwd.cu: each checkpointed segment is replayed from its checkpoint with the saved delta
+// (S <- tanh(decay S + k^ delta^T): no sum over rows, so the replay is elementwise), its states
+// kept in shared memory (as f16 when they are tanh outputs of 16-bit values), then walked back
+// with dS in registers; dg takes the saved o; the row sums go through a per-warp transpose in
+// shared memory.
 #include "cuda/e88_common.cuh"
 
 namespace {
@@ -18,7 +21,7 @@ bool n_supported(int64_t n) { return n == 16 || n == 32 || n == 64; }
 Params params_of(const eng_e88_shape_t *s) {
   Params p = {};
   p.B = (int)s->B, p.T = (int)s->T, p.H = (int)s->H, p.V = (int)s->v, p.C = (int)s->ckpt_every;
-  p.nck = (int)eng_e88_n_ckpt(s->T, s->ckpt_every);
+  p.nck = (int)eng_e88_n_ckpt(s->T, s->ckpt_every), p.cklen = eng_e88_ckpt_len(s);
   p.l2 = s->l2 != 0, p.lin = s->linear_state != 0;
   return p;
 }

@@ -35,13 +35,13 @@ template <int RL> __host__ __device__ constexpr int swz(int i) {
 // q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2 (the walk, once it has
 // read a step's, writes the lanes' ddecay partials over it), each warp's sums over its columns of
 // the chunk's dq^/dk^ rows [warps][Lb][2N] (shared-memory f32 atomics are compare-and-swap loops:
-// the chunk's end sums the warps instead), the warps'
-// transpose buffers, decay [C], the l2 backward's factors of q and k ([2][C] float2), and the raw
-// inputs of a segment (q, k [C][N], v, g, dy [C][V] of T).
+// the chunk's end sums the warps instead), the warps' transpose buffers, decay [C], the l2
+// backward's factors of q and k ([2][C] float2), the segment's delta and o from the ckpt row
+// ([C][V] f32 each; o only with the gate) and its raw inputs (q, k [C][N], g, dy [C][V] of T).
 struct BwdLayout {
-  size_t states, kq, cb, acc, tb, df, nf, rq, rk, rv, rg, rdy, total;
+  size_t states, kq, cb, acc, tb, df, nf, rdl, ro, rq, rk, rg, rdy, total;
   __host__ __device__ BwdLayout(int N, int RL, int V, int C, int Lb, int nthreads, size_t ssize,
-                                size_t tsize) {
+                                size_t tsize, bool gate) {
     const int nwarps = nthreads / 32, VW = nwarps * (32 * RL / N);
     size_t at = 0;
     auto take = [&](size_t bytes) {
@@ -56,10 +56,11 @@ struct BwdLayout {
     tb = take(sizeof(float) * nwarps * 32 * (RL + 1));
     df = take(sizeof(float) * C);
     nf = take(sizeof(float2) * 2 * C);
+    rdl = take(sizeof(float) * C * V);
+    ro = take(gate ? sizeof(float) * C * V : 0);
     rq = take(tsize * C * N);
     rk = take(tsize * C * N);
-    rv = take(tsize * C * V);
-    rg = take(tsize * C * V);
+    rg = take(gate ? tsize * C * V : 0);
     rdy = take(tsize * C * V);
     total = at;
   }
@@ -143,42 +144,57 @@ __device__ __forceinline__ float ld_shared(unsigned a) {
 
 
 
-// Copies segment seg's q, k, v, g, dy raw into shared memory (cp.async, 16 bytes a copy, when the
-// launcher found every piece aligned; else element by element) and its decay into registers d0, d1
-// (step tid and tid + blockDim.x: C <= 64 and blockDim.x >= 32).
-template <typename T, int N>
-__device__ void fetch_segment(const Params &p, int64_t row_base, int seg, T *rq, T *rk, T *rv,
-                              T *rg, T *rdy, T &d0, T &d1) {
+// A segment's inputs in shared memory: delta, o (f32, from the ckpt row), q, k, g, dy (raw T).
+template <typename T> struct SegBufs {
+  float *dl, *o;
+  T *q, *k, *g, *dy;
+};
+
+// Copies segment seg's inputs into sb (cp.async, 16 bytes a copy, when the launcher found every
+// piece aligned; else element by element) and its decay into registers d0, d1 (step tid and
+// tid + blockDim.x: C <= 64 and blockDim.x >= 32). trace: the (b, h)'s ckpt row.
+template <typename T, int N, bool GATE>
+__device__ void fetch_segment(const Params &p, int64_t row_base, const float *trace, int seg,
+                              const SegBufs<T> &sb, T &d0, T &d1) {
   const int t0 = seg * p.C, len = min(p.C, p.T - t0), V = p.V, nt = blockDim.x, tid = threadIdx.x;
-  const int64_t row0 = row_base + (int64_t)t0 * p.H;
-  const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v, *g = (const T *)p.g,
-          *dy = (const T *)p.dy, *dec = (const T *)p.decay;
+  const int64_t row0 = row_base + (int64_t)t0 * p.H, vstep = (int64_t)p.H * V;
+  const float *dl = trace + delta_at(p, N) + (int64_t)t0 * V, *o = trace + o_at(p, N) + (int64_t)t0 * V;
+  const T *q = (const T *)p.q + row0 * N, *k = (const T *)p.k + row0 * N,
+          *g = GATE ? (const T *)p.g + row0 * V : nullptr, *dy = (const T *)p.dy + row0 * V,
+          *dec = (const T *)p.decay;
   if (p.prefetch) {
-    constexpr int W = 16 / sizeof(T), RP = N / W;  // elements a piece, pieces a row
-    for (int e = tid; e < 2 * len * RP; e += nt) {
-      const int r = e / RP, x = (e - r * RP) * W, isk = r < len, u = isk ? r : r - len;
-      cp_async16((isk ? rk : rq) + u * N + x, (isk ? k : q) + (row0 + (int64_t)u * p.H) * N + x);
+    constexpr int W = 16 / sizeof(T), RP = N / W;  // elements a piece, pieces a row of q or k
+    // delta and o: len * V contiguous floats each
+    for (int e = 4 * tid; e < len * V; e += 4 * nt) {
+      cp_async16(sb.dl + e, dl + e);
+      if (GATE) cp_async16(sb.o + e, o + e);
     }
-    const int per_row = V / W;
-    for (int e = tid; e < len * per_row; e += nt) {
-      const int u = e / per_row, jj = (e - u * per_row) * W;
-      const int64_t at = (row0 + (int64_t)u * p.H) * V + jj;
-      cp_async16(rv + u * V + jj, v + at);
-      if (p.gate) cp_async16(rg + u * V + jj, g + at);
-      cp_async16(rdy + u * V + jj, dy + at);
+    // q and k: a thread keeps its piece of the row (nt is a multiple of RP)
+    const int x = (tid % RP) * W;
+    for (int u = tid / RP; u < len; u += nt / RP) {
+      cp_async16(sb.q + u * N + x, q + u * (int64_t)p.H * N + x);
+      cp_async16(sb.k + u * N + x, k + u * (int64_t)p.H * N + x);
+    }
+    for (Grid e(tid, V / W, nt); e.u < len; e.next()) {
+      const int u = e.u, jj = e.j * W;
+      if (GATE) cp_async16(sb.g + u * V + jj, g + u * vstep + jj);
+      cp_async16(sb.dy + u * V + jj, dy + u * vstep + jj);
     }
     cp_async_commit();
   } else {
-    for (int e = tid; e < 2 * len * N; e += nt) {
-      const int r = e / N, x = e - r * N, isk = r < len, u = isk ? r : r - len;
-      (isk ? rk : rq)[u * N + x] = (isk ? k : q)[(row0 + (int64_t)u * p.H) * N + x];
+    for (int e = tid; e < len * V; e += nt) {
+      sb.dl[e] = dl[e];
+      if (GATE) sb.o[e] = o[e];
+    }
+    for (int e = tid; e < len * N; e += nt) {
+      const int u = e / N, x = e - u * N;
+      sb.q[e] = q[u * (int64_t)p.H * N + x];
+      sb.k[e] = k[u * (int64_t)p.H * N + x];
     }
     for (int e = tid; e < len * V; e += nt) {
       const int u = e / V, jj = e - u * V;
-      const int64_t at = (row0 + (int64_t)u * p.H) * V + jj;
-      rv[e] = v[at];
-      if (p.gate) rg[e] = g[at];
-      rdy[e] = dy[at];
+      if (GATE) sb.g[e] = g[u * vstep + jj];
+      sb.dy[e] = dy[u * vstep + jj];
     }
   }
   if (tid < len) d0 = dec[row0 + (int64_t)tid * p.H];
@@ -206,15 +222,15 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
             h = bh % p.H;
   extern __shared__ uint4 smem[];
   char *base = reinterpret_cast<char *>(smem);
-  const BwdLayout lay(N, RL, V, C, Lb, nt, sizeof(SH), sizeof(T));
+  const BwdLayout lay(N, RL, V, C, Lb, nt, sizeof(SH), sizeof(T), GATE);
   uint4 *states = reinterpret_cast<uint4 *>(base + lay.states);
   float *kq = reinterpret_cast<float *>(base + lay.kq),
         *acc = reinterpret_cast<float *>(base + lay.acc), *df = reinterpret_cast<float *>(base + lay.df);
   float2 *nf = reinterpret_cast<float2 *>(base + lay.nf);  // q's steps, then k's
   float2 *cb = reinterpret_cast<float2 *>(base + lay.cb);
-  T *rq = reinterpret_cast<T *>(base + lay.rq), *rk = reinterpret_cast<T *>(base + lay.rk),
-    *rv = reinterpret_cast<T *>(base + lay.rv), *rgt = reinterpret_cast<T *>(base + lay.rg),
-    *rdy = reinterpret_cast<T *>(base + lay.rdy);
+  const SegBufs<T> sb{reinterpret_cast<float *>(base + lay.rdl), reinterpret_cast<float *>(base + lay.ro),
+                      reinterpret_cast<T *>(base + lay.rq), reinterpret_cast<T *>(base + lay.rk),
+                      reinterpret_cast<T *>(base + lay.rg), reinterpret_cast<T *>(base + lay.rdy)};
   T *dq = (T *)p.dq, *dk = (T *)p.dk, *dv = (T *)p.dv, *ddecay = (T *)p.ddecay, *dg = (T *)p.dg;
 
   // The transpose: lane l (set l / NS, index i = l % NS in it) writes its RL partials as 16-byte
@@ -262,97 +278,95 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   for (int r = 0; r < RL; r++) dS[r] = p.dS_T && active ? p.dS_T[sbase + (int64_t)r * V] : 0.f;
 
   const int64_t row_base = row_of(p, b, 0, h), vstep = (int64_t)p.H * V;  // step t: row_base + t H
+  const float *trace = p.ckpt_in + (int64_t)bh * p.cklen;  // the checkpoints, delta, o
   T dn0{}, dn1{};
   // s: a chunk's replayed state, loaded with the segment's checkpoint ahead of the chunk (its
   // latency hidden by the staging or the previous chunk's end).
   float s[RL];
   auto load_ckpt = [&](int sg) {
-    const float *ck = p.ckpt_in + ((int64_t)bh * p.nck + sg) * N * V + (int64_t)i0 * V + col;
+    const float *ck = trace + (int64_t)sg * N * V + (int64_t)i0 * V + col;
 #pragma unroll
     for (int r = 0; r < RL; r++) s[r] = active ? ck[(int64_t)r * V] : 0.f;
   };
   if (p.nck > 0) {
     load_ckpt(p.nck - 1);
-    fetch_segment<T, N>(p, row_base, p.nck - 1, rq, rk, rv, rgt, rdy, dn0, dn1);
+    fetch_segment<T, N, GATE>(p, row_base, trace, p.nck - 1, sb, dn0, dn1);
   }
   for (int seg = p.nck - 1; seg >= 0; seg--) {
     const int t0 = seg * C, t1 = min(t0 + C, p.T), len = t1 - t0;
     cp_async_wait();
     __syncthreads();  // the raw copy landed; the previous segment is done with kq, df, nf
     {
-      constexpr int W = 16 / sizeof(T);
-      for (int r = tid; r < 2 * len; r += nt) {
-        const int isk = r < len, u = isk ? r : r - len;
-        float a = 0.f;  // |x|: dx = (dx^ - x^ (x^ . dx^) d / a) / d, d = a + eps (0 at x = 0)
-        stage_row<T, N, W>((isk ? rk : rq) + u * N, kq + u * N2 + (isk ? 0 : N), p.l2, &a);
-        nf[isk * C + u] = make_float2(a > 0.f ? (a + kEps) / a : 0.f, 1.f / (a + kEps));
-      }
+      using RS = RowSplit<N, 16 / (int)sizeof(T)>;
+      norm_rows<T, N, 16 / (int)sizeof(T)>(
+          sb.k, sb.q, N, p.l2, len, warp * RS::RPI, (nt / 32) * RS::RPI, lane,
+          [&](bool isk, int u, int at, const float(&x)[RS::PE], float a, float inv) {
+            store_f32<RS::PE>(kq + u * N2 + (isk ? 0 : N) + at, x);
+            // dx = (dx^ - x^ (x^ . dx^) d / a) / d, d = a + eps (0 at x = 0)
+            if (at == 0) nf[isk * C + u] = make_float2(a > 0.f ? (FAST ? __fdividef(a + kEps, a) : (a + kEps) / a) : 0.f, inv);
+          });
       if (tid < len) df[tid] = load(&dn0);
       if (tid + nt < len) df[tid + nt] = load(&dn1);
     }
     __syncthreads();
     for (int c1 = t1; c1 > t0; c1 -= Lb) {
       const int c0 = max(t0, c1 - Lb), n = c1 - c0;
-      // Replay t0 .. c1-1 from the checkpoint in s: prev gets the state before c0; states
-      // u = 0 .. n-2 of the chunk go to shared memory, the last stays in s.
+      // Replay t0 .. c1-1 from the checkpoint in s with the saved delta (no sum over rows): prev
+      // gets the state before c0; states u = 0 .. n-2 of the chunk go to shared memory, the last
+      // stays in s.
       float prev[RL];
-      const float *kqp = kq + i0;
-      const T *vp = rv + (active ? col : 0);
-      auto advance = [&](int us) -> float {
+      const float *kqp = kq + i0, *dlp = sb.dl + (active ? col : 0);
+      auto advance = [&](int us) {
         float kh[RL];
         load_rows<RL>(kqp, kh);
-        const float vj = active ? load(vp) : 0.f;
-        const float delta = vj - colsum<N>(dot<2>(s, kh)), dec = df[us];
+        const float delta = active ? *dlp : 0.f, dec = df[us];
 #pragma unroll
         for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
-        kqp += N2, vp += V;
-        return delta;
+        kqp += N2, dlp += V;
       };
       for (int us = 0; us < c0 - t0; us++) advance(us);
 #pragma unroll
       for (int r = 0; r < RL; r++) prev[r] = s[r];
       {
         uint4 *sp = states + tid;
-        float2 *cbp = cb + col;
-        const T *dyp = rdy + (active ? col : 0) + (c0 - t0) * V;
         for (int u = 0; u < n; u++) {
-          const float delta = advance(c0 - t0 + u);
+          advance(c0 - t0 + u);
           if (u < n - 1) put_state<SH, RL>(sp, nt, s);
           sp += U * nt;
-          if constexpr (GATE) {
-            float qh[RL];
-            load_rows<RL>(kqp - N, qh);  // advance moved kqp on: q^ of this step is at -2N + N
-            const float o = colsum<N>(dot<2>(s, qh));
-            if (rg0) *cbp = make_float2(delta, o);  // o becomes dL/do below
-          } else {
-            if (rg0) *cbp = make_float2(delta, active ? load(dyp) : 0.f);
-          }
-          cbp += VW, dyp += V;
         }
       }
-      if constexpr (GATE) {
-        // dL/do = dy silu(g) and dg = dy o silu'(g) of the chunk's steps and the warp's columns,
-        // o from cb: the P lanes of a column take every P-th step (in the replay only a column's
-        // first lane would work). Columns j >= V keep o = 0 (their state is 0) as dL/do.
-        __syncwarp();
-        if (active) {
-          const int u0 = lane / CW, at = (c0 - t0 + u0) * V + col;
-          const T *gp = rgt + at, *dyp = rdy + at;
-          T *dgp = dg + (row_base + (int64_t)(c0 + u0) * p.H) * V + col;
-          float2 *c = cb + u0 * VW + col;
-          for (int u = u0; u < n; u += G::P) {
-            const float dy = load(dyp), g = load(gp), sg = sigmoid_fast(g), silu = g * sg;
-            store(dgp, dy * c->y * fmaf(silu, 1.f - sg, sg));
-            c->y = dy * silu;
-            gp += G::P * V, dyp += G::P * V, dgp += G::P * vstep, c += G::P * VW;
+      // (delta, dL/do) of the chunk's steps and the warp's columns into cb, and dg = dy o silu'(g)
+      // with dL/do = dy silu(g) (gate; else dL/do = dy): the P lanes of a column take every P-th
+      // step. Columns j >= V get zeros (their state is 0).
+      {
+        const int u0 = lane / CW, at = (c0 - t0 + u0) * V + (active ? col : 0);
+        const float *dlq = sb.dl + at, *oq = sb.o + at;
+        const T *gp = sb.g + at, *dyp = sb.dy + at;
+        T *dgp = GATE ? dg + (row_base + (int64_t)(c0 + u0) * p.H) * V + col : nullptr;
+        float2 *c = cb + u0 * VW + col;
+        for (int u = u0; u < n; u += G::P) {
+          float2 e = make_float2(0.f, 0.f);
+          if (active) {
+            const float dy = load(dyp);
+            e.x = *dlq;
+            if constexpr (GATE) {
+              const float g = load(gp), sg = sigmoid_fast(g), silu = g * sg;
+              store(dgp, dy * *oq * fmaf(silu, 1.f - sg, sg));
+              e.y = dy * silu;
+            } else {
+              e.y = dy;
+            }
           }
+          *c = e;
+          dlq += G::P * V, oq += G::P * V, gp += G::P * V, dyp += G::P * V, c += G::P * VW;
+          if constexpr (GATE) dgp += G::P * vstep;
         }
       }
       if (c0 == t0 && seg > 0) {
-        __syncthreads();  // every warp done reading this segment's raw inputs
-        fetch_segment<T, N>(p, row_base, seg - 1, rq, rk, rv, rgt, rdy, dn0, dn1);
+        __syncthreads();  // every warp done reading this segment's inputs
+        fetch_segment<T, N, GATE>(p, row_base, trace, seg - 1, sb, dn0, dn1);
       }
-      __syncwarp();  // cb's (delta, dL/do) written by the columns' first lanes
+      __syncwarp();  // cb's entries of a column written by its lanes
       // Walk back c1-1 .. c0: dS in registers, sn the state after the step, sp before it.
       {
         float sn[RL];
@@ -476,10 +490,10 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   }
 }
 
-// Whether fetch_segment can copy with cp.async: every row and column piece 16-byte aligned.
+// Whether fetch_segment can copy with cp.async: every row and column piece 16-byte aligned (the
+// ckpt rows' parts are multiples of 4 floats: n * v and v are multiples of 4).
 template <typename T> bool prefetchable(const Params &p) {
-  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g |
-                         (uintptr_t)p.dy;
+  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.g | (uintptr_t)p.dy | (uintptr_t)p.ckpt_in;
   return (p.V * sizeof(T)) % 16 == 0 && (ptrs & 15) == 0;
 }
 
@@ -496,7 +510,7 @@ int launch_backward_sh(const Params &p0, cudaStream_t st) {
   const int nthreads = (p.V + CW - 1) / CW * 32;
   p.prefetch = prefetchable<T>(p);
   auto bytes = [&](int Lb) {
-    return BwdLayout(N, BGeo<N>::RL, p.V, p.C, Lb, nthreads, sizeof(SH), sizeof(T)).total;
+    return BwdLayout(N, BGeo<N>::RL, p.V, p.C, Lb, nthreads, sizeof(SH), sizeof(T), GATE).total;
   };
   int dev = 0, sms = 0, optin = 0, cap = 0, most = 0;
   if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||

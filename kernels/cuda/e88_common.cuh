@@ -76,10 +76,16 @@ struct Params {
   void *y, *dq, *dk, *dv, *ddecay, *dg;
   float *S_T, *ckpt, *dS0;
   int B, T, H, V, C, nck, L;  // L: steps per chunk (forward) or per replayed chunk (backward)
+  int64_t cklen;              // ckpt's floats a (b, h): checkpoints, then delta and o (cpu/e88.h)
   int split_from;             // forward: blocks from this one hold half of a head's columns
   bool l2, lin, gate;
   bool prefetch;  // the inputs are copied with cp.async (every 16-byte piece aligned)
 };
+
+// Where a (b, h)'s ckpt row (Params::cklen floats) keeps its delta and o parts: [T][V] each,
+// after the nck checkpoints of N * V.
+__host__ __device__ inline int64_t delta_at(const Params &p, int N) { return (int64_t)p.nck * N * p.V; }
+__host__ __device__ inline int64_t o_at(const Params &p, int N) { return delta_at(p, N) + (int64_t)p.T * p.V; }
 
 __device__ __forceinline__ int64_t row_of(const Params &p, int b, int t, int h) {
   return ((int64_t)b * p.T + t) * p.H + h;
@@ -99,31 +105,75 @@ template <typename T, int PW> __device__ __forceinline__ void load_piece(const T
   }
 }
 
-// A thread's row of N values of q or k into dst, normalized in place when l2 (its norm into
-// *norm when given).
-template <typename T, int N, int PW>
-__device__ __forceinline__ void stage_row(const T *src, float *dst, bool l2, float *norm) {
-  float ss = 0.f;
-#pragma unroll 1  // unrolled, the whole row would stay in registers (and cost occupancy)
-  for (int i = 0; i < N; i += PW) {
-    float x[PW];
-    load_piece<T, PW>(src + i, x);
+// PW floats to dst: 16-byte stores when PW is a multiple of 4 (dst is then 16-byte aligned).
+template <int PW> __device__ __forceinline__ void store_f32(float *dst, const float (&x)[PW]) {
+  if constexpr (PW % 4 == 0) {
 #pragma unroll
-    for (int w = 0; w < PW; w++) {
-      ss = fmaf(x[w], x[w], ss);
-      dst[i + w] = x[w];
+    for (int w = 0; w < PW; w += 4)
+      reinterpret_cast<float4 *>(dst)[w / 4] = make_float4(x[w], x[w + 1], x[w + 2], x[w + 3]);
+  } else {
+#pragma unroll
+    for (int w = 0; w < PW; w++) dst[w] = x[w];
+  }
+}
+
+// The pieces (u, j) of a [len][per_row] grid that a thread visits: e = first, first + stride, ..
+// as u = e / per_row, j = e % per_row, with one division (then both advance by stride's).
+struct Grid {
+  int u, j, du, dj, per_row;
+  __device__ Grid(int first, int per_row_, int stride = 32) : per_row(per_row_) {
+    u = first / per_row, j = first - u * per_row, du = stride / per_row, dj = stride - du * per_row;
+  }
+  __device__ void next() {
+    u += du, j += dj;
+    if (j >= per_row) j -= per_row, u++;
+  }
+};
+
+// How a warp splits rows of N values into pieces of PW: PPR lanes a row, PE values a lane, RPI
+// rows a warp at a time.
+template <int N, int PW> struct RowSplit {
+  static constexpr int PPR = N / PW < 32 ? N / PW : 32, PE = N / PPR, RPI = 32 / PPR;
+};
+
+// Rows 0 .. 2 len - 1 of k (r < len: k's row r) and q (q's row r - len), row u at u * row_step
+// elements, as f32 and normalized when l2; the warp takes RPI rows at a time from row `first`,
+// then `stride` rows on. put(isk, u, at, x, a, inv) gets a lane's PE values (elements at ..
+// at + PE - 1 of the row), the row's norm a and 1 / (a + eps). For 16-bit values the square root
+// and the division are approximate (errors near 2^-22, below their rounding). The forward and the
+// backward normalize with this, in the same order, so the backward's k^ is the forward's.
+template <typename T, int N, int PW, typename Put>
+__device__ __forceinline__ void norm_rows(const T *k, const T *q, int64_t row_step, bool l2, int len, int first,
+                                          int stride, int lane, Put put) {
+  using RS = RowSplit<N, PW>;
+  constexpr bool FAST = !std::is_same<T, float>::value;
+  const int sub = lane / RS::PPR, at = (lane % RS::PPR) * RS::PE;
+  for (int r0 = first; r0 < 2 * len; r0 += stride) {
+    const int r = r0 + sub;
+    const bool isk = r < len, valid = r < 2 * len;
+    const int u = isk ? r : r - len;
+    float x[RS::PE];
+    const T *src = (isk ? k : q) + u * row_step + at;
+#pragma unroll
+    for (int w = 0; w < RS::PE; w += PW) {
+      float y[PW];
+      if (valid) load_piece<T, PW>(src + w, y);
+#pragma unroll
+      for (int z = 0; z < PW; z++) x[w + z] = valid ? y[z] : 0.f;
     }
+    float ss = 0.f;
+#pragma unroll
+    for (int w = 0; w < RS::PE; w++) ss = fmaf(x[w], x[w], ss);
+#pragma unroll
+    for (int m = 1; m < RS::PPR; m <<= 1) ss += __shfl_xor_sync(kFull, ss, m);
+    const float a = FAST ? (ss > 0.f ? ss * rsqrtf(ss) : 0.f) : sqrtf(ss);
+    const float inv = FAST ? __fdividef(1.f, a + kEps) : 1.f / (a + kEps);
+    if (l2) {
+#pragma unroll
+      for (int w = 0; w < RS::PE; w++) x[w] *= inv;
+    }
+    if (valid) put(isk, u, at, x, a, inv);
   }
-  if (!l2) return;
-  const float nrm = sqrtf(ss), inv = 1.f / (nrm + kEps);
-  float4 *d4 = reinterpret_cast<float4 *>(dst);
-#pragma unroll 4
-  for (int i = 0; i < N / 4; i++) {
-    float4 x = d4[i];
-    x.x *= inv, x.y *= inv, x.z *= inv, x.w *= inv;
-    d4[i] = x;
-  }
-  if (norm) *norm = nrm;
 }
 
 // cp.async of 16 bytes; cp_async_commit closes a group of them, cp_async_wait waits for all.

@@ -20,51 +20,23 @@ constexpr size_t kFwdSmem = 48 * 1024;  // both buffers (no opt-in needed)
 // of the 6 that keep all 664 resident.
 
 // One chunk's buffer: k^, q^ [L][N], v, silu(g) [L][Vb], decay [L], and the compute warps' o
-// partial sums [L][P][Vb] (the producer sums them into y: the o sums' shuffles, y's scaling and
-// its stores stay off the compute warps' in-order issue).
+// partial sums with delta [L][P + 1][Vb] (the producer sums them into y, and writes o and delta
+// into the ckpt row: the o sums' shuffles, y's scaling and the stores stay off the compute warps'
+// in-order issue).
 struct Chunk {
   float *k, *q, *v, *g, *d, *o;
   __device__ Chunk(float *base, int L, int N, int Vb)
       : k(base), q(base + L * N), v(q + L * N), g(v + L * Vb), d(g + L * Vb), o(d + L) {}
 };
 __host__ __device__ inline size_t chunk_floats(int L, int N, int P, int Vb) {
-  return ((size_t)L * (2 * N + (2 + P) * Vb + 1) + 3) & ~(size_t)3;  // buffers stay 16-byte aligned
+  return ((size_t)L * (2 * N + (3 + P) * Vb + 1) + 3) & ~(size_t)3;  // buffers stay 16-byte aligned
 }
 
-// PW floats to dst: 16-byte stores when PW is a multiple of 4 (dst is then 16-byte aligned).
-template <int PW> __device__ __forceinline__ void store_f32(float *dst, const float (&x)[PW]) {
-  if constexpr (PW % 4 == 0) {
-#pragma unroll
-    for (int w = 0; w < PW; w += 4) reinterpret_cast<float4 *>(dst)[w / 4] = make_float4(x[w], x[w + 1], x[w + 2], x[w + 3]);
-  } else {
-#pragma unroll
-    for (int w = 0; w < PW; w++) dst[w] = x[w];
-  }
-}
-
-// 1 / (||x|| + eps) from ss = ||x||^2, and silu(x): for 16-bit values with the approximate
-// square root, division and tanh (errors near 2^-22 and 2^-11, below their rounding; one MUFU
-// for silu instead of two), for f32 exactly.
-template <bool FAST> __device__ __forceinline__ float inv_norm(float ss) {
-  if (!FAST) return 1.f / (sqrtf(ss) + kEps);
-  return __fdividef(1.f, (ss > 0.f ? ss * rsqrtf(ss) : 0.f) + kEps);
-}
+// silu(x): for 16-bit values with tanh.approx (error near 2^-11, below their rounding; one MUFU
+// instead of two), for f32 exactly.
 template <bool FAST> __device__ __forceinline__ float silu(float x) {
   return FAST ? x * fmaf(0.5f, tanh_approx(0.5f * x), 0.5f) : x * sigmoid_fast(x);
 }
-
-// The pieces (u, j) of a [len][per_row] grid that a lane visits: e = lane, lane + 32, .. as
-// u = e / per_row, j = e % per_row, with one division (then both advance by 32's).
-struct Grid {
-  int u, j, du, dj, per_row;
-  __device__ Grid(int lane, int per_row_) : per_row(per_row_) {
-    u = lane / per_row, j = lane - u * per_row, du = 32 / per_row, dj = 32 - du * per_row;
-  }
-  __device__ void next() {
-    u += du, j += dj;
-    if (j >= per_row) j -= per_row, u++;
-  }
-};
 
 // Where the producer reads a chunk's inputs: the tensors (row u of q/k at u * row_step elements
 // from k, q; columns at u * col_step from v, g: the chunk's first step and the block's first
@@ -100,36 +72,14 @@ __device__ void fetch_raw(const Inputs<T> &in, int len, int Vb, bool gate, const
   cp_async_commit();
 }
 
-// The rows of q and k of len steps into ch (f32, normalized when l2), PPR lanes a row with one
-// piece of PW elements each, so that a warp's stores to shared memory are contiguous (no bank
-// conflicts: the compute warps share the shared-memory pipe).
+// The rows of q and k of len steps into ch (f32, normalized when l2), PPR lanes a row (norm_rows).
 template <typename T, int N, int PW>
 __device__ void fill_rows(const Inputs<T> &in, bool l2, int len, const Chunk &ch, int lane) {
-  constexpr int PPR = N / PW < 32 ? N / PW : 32, PE = N / PPR, RPI = 32 / PPR;  // lanes a row, elements a lane, rows a pass
-  const int sub = lane / PPR, piece = lane % PPR;
-  for (int r0 = 0; r0 < 2 * len; r0 += RPI) {
-    const int r = r0 + sub;
-    const bool isk = r < len, valid = r < 2 * len;
-    const int u = isk ? r : r - len;
-    float x[PE];
-    const T *src = (isk ? in.k : in.q) + u * in.row_step + piece * PE;
-#pragma unroll
-    for (int w = 0; w < PE; w += PW) {
-      float y[PW];
-      if (valid) load_piece<T, PW>(src + w, y);
-#pragma unroll
-      for (int z = 0; z < PW; z++) x[w + z] = valid ? y[z] : 0.f;
-    }
-    float ss = 0.f;
-#pragma unroll
-    for (int w = 0; w < PE; w++) ss = fmaf(x[w], x[w], ss);
-#pragma unroll
-    for (int m = 1; m < PPR; m <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
-    const float inv = l2 ? inv_norm<!std::is_same<T, float>::value>(ss) : 1.f;
-#pragma unroll
-    for (int w = 0; w < PE; w++) x[w] *= inv;
-    if (valid) store_f32<PE>((isk ? ch.k : ch.q) + u * N + piece * PE, x);
-  }
+  using RS = RowSplit<N, PW>;
+  norm_rows<T, N, PW>(in.k, in.q, in.row_step, l2, len, 0, RS::RPI, lane,
+                      [&](bool isk, int u, int at, const float(&x)[RS::PE], float, float) {
+                        store_f32<RS::PE>((isk ? ch.k : ch.q) + u * N + at, x);
+                      });
 }
 
 // Which columns a block holds: up to kGroupWarps compute warps of a head's columns, so that a
@@ -171,39 +121,48 @@ __device__ void fill_columns(const Inputs<T> &in, bool gate, int len, int Vb, in
 // they go through fetch_raw and 16-byte stores, else element by element).
 template <typename T> bool vector_inputs(const Params &p, int Vb) {
   constexpr int W = 16 / sizeof(T);
-  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g | (uintptr_t)p.y;
+  const uintptr_t ptrs =
+      (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v | (uintptr_t)p.g | (uintptr_t)p.y | (uintptr_t)p.ckpt;
   return (ptrs & 15) == 0 && p.V % Vb == 0 && Vb % W == 0 && p.V % W == 0;
 }
 
 // y of a chunk's len steps from its o partials: y = (sum over the P lanes of a column) * silu(g),
 // PW columns a lane (16-byte stores when every piece is aligned); columns at or past `real` are
-// padding. y0: element (b, t0, h, col0) of y.
+// padding. y0: element (b, t0, h, col0) of y; tr: (t0, col0) of the ckpt row's delta part (its
+// o part is tr + T V), or null.
 template <typename T, int N, int PW>
-__device__ void emit_y_cols(const Params &p, const Chunk &ch, int64_t y0, int len, int Vb, int real, int lane) {
+__device__ void emit_y_cols(const Params &p, const Chunk &ch, int64_t y0, float *tr, int len, int Vb, int real,
+                            int lane) {
   constexpr int P = Lay<N>::P;
-  const int64_t step = (int64_t)p.H * p.V;
+  const int64_t step = (int64_t)p.H * p.V, o_off = (int64_t)p.T * p.V;
   for (Grid e(lane, Vb / PW); e.u < len; e.next()) {
     const int u = e.u, j = e.j * PW;
     alignas(16) T out[PW];
+    float os[PW], ds[PW];
+    const float *part = ch.o + u * (P + 1) * Vb + j;
 #pragma unroll
     for (int w = 0; w < PW; w++) {
       float o = 0.f;
 #pragma unroll
-      for (int q = 0; q < P; q++) o += ch.o[(u * P + q) * Vb + j + w];
+      for (int q = 0; q < P; q++) o += part[q * Vb + w];
+      os[w] = o, ds[w] = part[P * Vb + w];
       out[w] = (T)(p.gate ? o * ch.g[u * Vb + j + w] : o);
     }
     T *dst = (T *)p.y + y0 + u * step + j;
     if constexpr (PW * sizeof(T) == 16) {
       *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(out);
-    } else {
-      if (j < real) *dst = out[0];
+      if (tr) store_f32<PW>(tr + u * p.V + j, ds), store_f32<PW>(tr + o_off + u * p.V + j, os);
+    } else if (j < real) {
+      *dst = out[0];
+      if (tr) tr[u * p.V + j] = ds[0], tr[o_off + u * p.V + j] = os[0];
     }
   }
 }
 template <typename T, int N>
-__device__ void emit_y(const Params &p, const Chunk &ch, int64_t y0, int len, int Vb, int real, bool vec, int lane) {
-  if (vec) emit_y_cols<T, N, 16 / sizeof(T)>(p, ch, y0, len, Vb, real, lane);
-  else emit_y_cols<T, N, 1>(p, ch, y0, len, Vb, real, lane);
+__device__ void emit_y(const Params &p, const Chunk &ch, int64_t y0, float *tr, int len, int Vb, int real, bool vec,
+                       int lane) {
+  if (vec) emit_y_cols<T, N, 16 / sizeof(T)>(p, ch, y0, tr, len, Vb, real, lane);
+  else emit_y_cols<T, N, 1>(p, ch, y0, tr, len, Vb, real, lane);
 }
 
 // The producer warp: chunk after chunk into the two buffers, each once the compute warps are
@@ -224,11 +183,13 @@ __device__ void produce(const Params &p, int b, int h, int col0, int Vb, float *
     const int len = min(L, p.T - c * L);
     return lane < len ? load((const T *)p.decay + row_of(p, b, c * L + lane, h)) : 0.f;
   };
-  // y of chunk c from its buffer once the compute warps are done with it
+  // y (and delta, o into the ckpt row) of chunk c from its buffer once the compute warps are done
+  float *tr = p.ckpt ? p.ckpt + (int64_t)(b * p.H + h) * p.cklen + delta_at(p, N) + col0 : nullptr;
   auto emit = [&](int c) {
     mbar_wait_cta(smem_addr(empty + (c & 1)), (c >> 1) & 1);
     const Chunk ch(bufs + (c & 1) * buf_floats, L, N, Vb);
-    emit_y<T, N>(p, ch, row_of(p, b, c * L, h) * p.V + col0, min(L, p.T - c * L), Vb, p.V - col0, vec, lane);
+    emit_y<T, N>(p, ch, row_of(p, b, c * L, h) * p.V + col0, tr ? tr + (int64_t)c * L * p.V : nullptr,
+                 min(L, p.T - c * L), Vb, p.V - col0, vec, lane);
   };
   float dnext = 0.f;
   if (vec && nchunks > 0) fetch_raw<T, N>(global(0), min(L, p.T), Vb, p.gate, raw, lane), dnext = decay_of(0);
@@ -300,7 +261,7 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
   for (int r = 0; r < RL; r++) s[r] = p.S0 && active ? p.S0[sbase + (int64_t)r * V] : 0.f;
   // the next checkpoint: its step and where it goes (a counter, not t % C: that is a division)
   int next_ck = 0;
-  float *ck = p.ckpt && active ? p.ckpt + (int64_t)bh * p.nck * N * V + (int64_t)i0 * V + j : nullptr;
+  float *ck = p.ckpt && active ? p.ckpt + (int64_t)bh * p.cklen + (int64_t)i0 * V + j : nullptr;
 
   for (int c = 0; c < nchunks; c++) {
     const int t0 = c * L, len = min(L, p.T - t0);
@@ -317,12 +278,13 @@ __global__ void __maxnreg__(N == 64 ? 80 : 96) e88_forward_kernel(Params p) {
         next_ck += p.C;
       }
       const int stop = ck ? min(len, next_ck - t0) : len;
-      for (; u < stop; u++, kp += N, qp += N, vp += Vb, dp++, op += G::P * Vb) {
+      for (; u < stop; u++, kp += N, qp += N, vp += Vb, dp++, op += (G::P + 1) * Vb) {
         float kh[RL], qh[RL];
         load_rows(kp, kh);
         load_rows(qp, qh);
         const float vj = *vp, dec = *dp;  // loaded before the chain needs them
         const float delta = vj - colsum<N>(dot(s, kh));
+        if (rg == 0) op[G::P * Vb] = delta;  // beside the o partials (rg == 0: op is slot 0)
 #pragma unroll
         for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
         *op = dot(s, qh);
@@ -384,7 +346,7 @@ template <typename T, int N> int launch_forward(const Params &p0, cudaStream_t s
   const int64_t blocks = p.split_from + (split ? 2 * tail : 0);
   auto kernel = p.lin ? e88_forward_kernel<T, N, true> : e88_forward_kernel<T, N, false>;
   // two f32 buffers (Chunk) and, with the prefetch, one raw copy
-  const size_t per_step = 2 * sizeof(float) * (2 * N + (2 + Lay<N>::P) * Vb + 1) +
+  const size_t per_step = 2 * sizeof(float) * (2 * N + (3 + Lay<N>::P) * Vb + 1) +
                           (p.prefetch ? sizeof(T) * (2 * N + 2 * Vb) : 0);
   int L = forward_chunk(reinterpret_cast<const void *>(kernel), per_step, blocks, nthreads);
   if (p.T > 0 && L > p.T) L = p.T;

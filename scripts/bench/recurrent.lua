@@ -91,7 +91,10 @@ local function e88_floors(c, bwd)
   local sfu = elems / (machine.sm * 16 * machine.clock_hz) * 1e6
   local nck = math.ceil(c.T / 16)
   local io = c.B * c.T * c.H * (2 * c.n + 2 * c.v + 1) * 2 + c.B * c.H * nck * c.n * c.v * 4
-  local bytes = bwd and (2 * io + c.B * c.T * c.H * c.v * 2) or (io + c.B * c.T * c.H * c.v * 2)
+  -- the backward also reads ckpt's trace: delta and o of every step, in f32
+  local trace = c.B * c.T * c.H * c.v * 2 * 4
+  local y = c.B * c.T * c.H * c.v * 2
+  local bytes = bwd and (2 * io + y + trace) or (io + y)
   local bw = bytes / machine.bw * 1e6
   local chain = c.T * 100 / machine.clock_hz * 1e6
   return math.max(sfu, bw, chain), string.format("sfu %.0f, bytes %.0f, chain %.0f", sfu, bw, chain)

@@ -71,7 +71,7 @@ end)
 t.case("e88_forward and e88_backward: shapes, nils, a finite difference", function()
   local x = inputs()
   local y, S_T, ckpt = F.e88_forward(x[1], x[2], x[3], x[4], nil, {ckpt_every = 2})
-  t.eq(ckpt:shape(), {1, 1, 3, n * V})
+  t.eq(ckpt:shape(), {1, 1, 3 * n * V + 2 * T * V}) -- 3 checkpoints, then delta and o of each step
   local dy = engine.ones({1, T, 1, V}, {dtype = "f64"})
   local dq, dk, dv, ddecay, dg, dS0 = F.e88_backward(x[1], x[2], x[3], x[4], nil, nil, ckpt, dy, nil,
                                                       {ckpt_every = 2})

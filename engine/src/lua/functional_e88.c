@@ -101,15 +101,16 @@ static const lt_reg_t regs[] = {
      NULL},
     {"e88_forward", f_e88_forward,
      "engine.F.e88_forward(q, k, v, decay[, g][, opts]) -> y, S_T, ckpt",
-     "engine.F.e88 that also returns the state checkpoints ckpt [B,H,ceil(T/C),n*v] (the state "
-     "before steps 0, C, 2C, ...; C = ckpt_every), what e88_backward needs.",
+     "engine.F.e88 that also returns ckpt [B,H,W], what e88_backward needs: per (b, h) the state "
+     "before steps 0, C, 2C, ... (C = ckpt_every; ceil(T/C) of n*v each), then delta [T][v] and "
+     "o = S^T q^ [T][v] of every step; W = ceil(T/C)*n*v + 2*T*v.",
      NULL},
     {"e88_backward", f_e88_backward,
      "engine.F.e88_backward(q, k, v, decay, g, S0, ckpt, dy, dS_T[, {l2, linear_state, "
      "ckpt_every}]) -> dq, dk, dv, ddecay, dg, dS0",
      "Gradients of e88 from its inputs (g, S0, dS_T may be nil) and e88_forward's ckpt, given dy "
-     "[B,T,H,v] and dS_T [B,H,n,v]: each checkpointed segment is recomputed, then walked backward. "
-     "dg is nil without g, dS0 without S0. opts must match the forward's.",
+     "[B,T,H,v] and dS_T [B,H,n,v]: each checkpointed segment is recomputed with the saved delta, "
+     "then walked backward. dg is nil without g, dS0 without S0. opts must match the forward's.",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -4,7 +4,7 @@
  * attrs of both ops: i[0] ckpt_every (0: 16), flags ENG_ATTR_E88_NO_L2 | ENG_ATTR_E88_LINEAR.
  * e88:          in  q, k, v, decay, g (optional), S0 (optional)
  *               out y; S_T; ckpt -- the first n_out of them (1 to 3), so inference can skip the
- *               checkpoints
+ *               checkpoints and the trace; ckpt [B,H,eng_e88_ckpt_len] in the state dtype
  * e88_backward: in  q, k, v, decay, g, S0, ckpt, dy, dS_T (g, S0, dS_T optional)
  *               out dq, dk, dv, ddecay, dg, dS0 (dg / dS0 are empty [0] tensors without g / S0;
  *               the typed function hands them out as NULL) */
@@ -94,10 +94,10 @@ eng_status_t eng_infer_e88(eng_op_call_t *call) {
   const eng_dtype_t dt = call->in[Q]->dtype, sdt = eng_e88_state_dtype(dt);
   if (call->n_out > 3) call->n_out = 3;
   const int64_t y[4] = {s.B, s.T, s.H, s.v}, st4[4] = {s.B, s.H, s.n, s.v},
-                ck[4] = {s.B, s.H, eng_e88_n_ckpt(s.T, s.ckpt_every), s.n * s.v};
+                ck[3] = {s.B, s.H, eng_e88_ckpt_len(&s)};
   set_meta(&call->meta[0], y, 4, dt);
   set_meta(&call->meta[1], st4, 4, sdt);
-  set_meta(&call->meta[2], ck, 4, sdt);
+  set_meta(&call->meta[2], ck, 3, sdt);
   return ENG_OK;
 }
 
@@ -107,8 +107,8 @@ eng_status_t eng_infer_e88_backward(eng_op_call_t *call) {
   if (st) return st;
   const eng_dtype_t dt = call->in[Q]->dtype, sdt = eng_e88_state_dtype(dt);
   const int64_t vg[4] = {s.B, s.T, s.H, s.v}, st4[4] = {s.B, s.H, s.n, s.v},
-                ck[4] = {s.B, s.H, eng_e88_n_ckpt(s.T, s.ckpt_every), s.n * s.v}, none[1] = {0};
-  if ((st = check_in(call, CKPT, 1, sdt, ck, 4)) || (st = check_in(call, DY, 1, dt, vg, 4)) ||
+                ck[3] = {s.B, s.H, eng_e88_ckpt_len(&s)}, none[1] = {0};
+  if ((st = check_in(call, CKPT, 1, sdt, ck, 3)) || (st = check_in(call, DY, 1, dt, vg, 4)) ||
       (st = check_in(call, DST, 0, sdt, st4, 4)))
     return st;
   call->n_out = 6;
