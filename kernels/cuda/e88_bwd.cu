@@ -130,6 +130,18 @@ template <typename T> __device__ __forceinline__ void store8(T *out, const float
   }
 }
 
+// Two consecutive elements as one access (p aligned to both of them).
+template <typename T> struct alignas(2 * sizeof(T)) Pair { T a, b; };
+template <typename T> __device__ __forceinline__ float2 load2(const T *p) {
+  const Pair<T> x = *reinterpret_cast<const Pair<T> *>(p);
+  return make_float2(load(&x.a), load(&x.b));
+}
+template <typename T> __device__ __forceinline__ void store2(T *p, float a, float b) {
+  Pair<T> x;
+  store(&x.a, a), store(&x.b, b);
+  *reinterpret_cast<Pair<T> *>(p) = x;
+}
+
 // The transpose's shared-memory accesses by 32-bit address (the volatile asm keeps them in order
 // with the __syncwarp()s around them).
 __device__ __forceinline__ void st_shared4(unsigned a, float x, float y, float z, float w) {
@@ -283,10 +295,14 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   // s: a chunk's replayed state, loaded with the segment's checkpoint ahead of the chunk (its
   // latency hidden by the staging or the previous chunk's end).
   float s[RL];
+  // (inactive lanes read column 0 and keep zeros: no branch around each load)
   auto load_ckpt = [&](int sg) {
-    const float *ck = trace + (int64_t)sg * N * V + (int64_t)i0 * V + col;
+    const float *ck = trace + (int64_t)sg * N * V + i0 * V + (active ? col : 0);
 #pragma unroll
-    for (int r = 0; r < RL; r++) s[r] = active ? ck[(int64_t)r * V] : 0.f;
+    for (int r = 0; r < RL; r++) {
+      const float x = ck[r * V];
+      s[r] = active ? x : 0.f;
+    }
   };
   if (p.nck > 0) {
     load_ckpt(p.nck - 1);
@@ -336,30 +352,29 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         }
       }
       // (delta, dL/do) of the chunk's steps and the warp's columns into cb, and dg = dy o silu'(g)
-      // with dL/do = dy silu(g) (gate; else dL/do = dy): the P lanes of a column take every P-th
-      // step. Columns j >= V get zeros (their state is 0).
+      // with dL/do = dy silu(g) (gate; else dL/do = dy): a lane takes a pair of columns (V and the
+      // pairs are even) of every SPI-th step. Columns j >= V get zeros (their state is 0).
       {
-        const int u0 = lane / CW, at = (c0 - t0 + u0) * V + (active ? col : 0);
+        constexpr int PPS = CW / 2, SPI = 32 / PPS;  // lanes a step, steps an iteration
+        const int pc = warp * CW + 2 * (lane % PPS), u0 = lane / PPS;
+        const bool on = pc < V;
+        const int at = (c0 - t0 + u0) * V + (on ? pc : 0);
         const float *dlq = sb.dl + at, *oq = sb.o + at;
         const T *gp = sb.g + at, *dyp = sb.dy + at;
-        T *dgp = GATE ? dg + (row_base + (int64_t)(c0 + u0) * p.H) * V + col : nullptr;
-        float2 *c = cb + u0 * VW + col;
-        for (int u = u0; u < n; u += G::P) {
-          float2 e = make_float2(0.f, 0.f);
-          if (active) {
-            const float dy = load(dyp);
-            e.x = *dlq;
-            if constexpr (GATE) {
-              const float g = load(gp), sg = sigmoid_fast(g), silu = g * sg;
-              store(dgp, dy * *oq * fmaf(silu, 1.f - sg, sg));
-              e.y = dy * silu;
-            } else {
-              e.y = dy;
-            }
+        T *dgp = GATE ? dg + (row_base + (int64_t)(c0 + u0) * p.H) * V + pc : nullptr;
+        float4 *c = reinterpret_cast<float4 *>(cb + u0 * VW + pc);
+        for (int u = u0; u < n; u += SPI) {
+          const float2 dl = *reinterpret_cast<const float2 *>(dlq), dy = load2(dyp);
+          float4 e = make_float4(dl.x, dy.x, dl.y, dy.y);
+          if constexpr (GATE) {
+            const float2 o = *reinterpret_cast<const float2 *>(oq), g = load2(gp);
+            const float sx = sigmoid_fast(g.x), sy = sigmoid_fast(g.y), ux = g.x * sx, uy = g.y * sy;
+            if (on) store2(dgp, dy.x * o.x * fmaf(ux, 1.f - sx, sx), dy.y * o.y * fmaf(uy, 1.f - sy, sy));
+            e.y = dy.x * ux, e.w = dy.y * uy;
           }
-          *c = e;
-          dlq += G::P * V, oq += G::P * V, gp += G::P * V, dyp += G::P * V, c += G::P * VW;
-          if constexpr (GATE) dgp += G::P * vstep;
+          *c = on ? e : make_float4(0.f, 0.f, 0.f, 0.f);
+          dlq += SPI * V, oq += SPI * V, gp += SPI * V, dyp += SPI * V, c += SPI * VW / 2;
+          if constexpr (GATE) dgp += SPI * vstep;
         }
       }
       if (c0 == t0 && seg > 0) {
@@ -491,7 +506,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 }
 
 // Whether fetch_segment can copy with cp.async: every row and column piece 16-byte aligned (the
-// ckpt rows' parts are multiples of 4 floats: n * v and v are multiples of 4).
+// ckpt rows' parts are multiples of 4 floats: n * v and v are multiples of 4). dg is written in
+// pairs of elements (v is even), so its base must hold a pair's alignment.
 template <typename T> bool prefetchable(const Params &p) {
   const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.g | (uintptr_t)p.dy | (uintptr_t)p.ckpt_in;
   return (p.V * sizeof(T)) % 16 == 0 && (ptrs & 15) == 0;
@@ -509,6 +525,7 @@ int launch_backward_sh(const Params &p0, cudaStream_t st) {
   constexpr int CW = BGeo<N>::CW;
   const int nthreads = (p.V + CW - 1) / CW * 32;
   p.prefetch = prefetchable<T>(p);
+  if (GATE && ((uintptr_t)p.dg & (2 * sizeof(T) - 1))) return (int)cudaErrorMisalignedAddress;
   auto bytes = [&](int Lb) {
     return BwdLayout(N, BGeo<N>::RL, p.V, p.C, Lb, nthreads, sizeof(SH), sizeof(T), GATE).total;
   };
