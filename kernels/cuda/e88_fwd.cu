@@ -128,9 +128,9 @@ template <typename T> bool vector_inputs(const Params &p, int Vb) {
 
 // y of a chunk's len steps from its o partials: y = (sum over the P lanes of a column) * silu(g),
 // PW columns a lane (16-byte stores when every piece is aligned); columns at or past `real` are
-// padding. y0: element (b, t0, h, col0) of y; tr: (t0, col0) of the ckpt row's delta part (its
-// o part is tr + T V), or null.
-template <typename T, int N, int PW>
+// padding. y0: element (b, t0, h, col0) of y. SAVE: also delta and o into the ckpt row from tr,
+// (t0, col0) of its delta part (its o part is tr + T V).
+template <typename T, int N, int PW, bool SAVE>
 __device__ void emit_y_cols(const Params &p, const Chunk &ch, int64_t y0, float *tr, int len, int Vb, int real,
                             int lane) {
   constexpr int P = Lay<N>::P;
@@ -145,24 +145,30 @@ __device__ void emit_y_cols(const Params &p, const Chunk &ch, int64_t y0, float 
       float o = 0.f;
 #pragma unroll
       for (int q = 0; q < P; q++) o += part[q * Vb + w];
-      os[w] = o, ds[w] = part[P * Vb + w];
+      if (SAVE) os[w] = o, ds[w] = part[P * Vb + w];
       out[w] = (T)(p.gate ? o * ch.g[u * Vb + j + w] : o);
     }
     T *dst = (T *)p.y + y0 + u * step + j;
     if constexpr (PW * sizeof(T) == 16) {
       *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(out);
-      if (tr) store_f32<PW>(tr + u * p.V + j, ds), store_f32<PW>(tr + o_off + u * p.V + j, os);
+      if (SAVE) store_f32<PW>(tr + u * p.V + j, ds), store_f32<PW>(tr + o_off + u * p.V + j, os);
     } else if (j < real) {
       *dst = out[0];
-      if (tr) tr[u * p.V + j] = ds[0], tr[o_off + u * p.V + j] = os[0];
+      if (SAVE) tr[u * p.V + j] = ds[0], tr[o_off + u * p.V + j] = os[0];
     }
   }
 }
 template <typename T, int N>
 __device__ void emit_y(const Params &p, const Chunk &ch, int64_t y0, float *tr, int len, int Vb, int real, bool vec,
                        int lane) {
-  if (vec) emit_y_cols<T, N, 16 / sizeof(T)>(p, ch, y0, tr, len, Vb, real, lane);
-  else emit_y_cols<T, N, 1>(p, ch, y0, tr, len, Vb, real, lane);
+  constexpr int W = 16 / sizeof(T);
+  if (vec) {
+    if (tr) emit_y_cols<T, N, W, true>(p, ch, y0, tr, len, Vb, real, lane);
+    else emit_y_cols<T, N, W, false>(p, ch, y0, tr, len, Vb, real, lane);
+  } else {
+    if (tr) emit_y_cols<T, N, 1, true>(p, ch, y0, tr, len, Vb, real, lane);
+    else emit_y_cols<T, N, 1, false>(p, ch, y0, tr, len, Vb, real, lane);
+  }
 }
 
 // The producer warp: chunk after chunk into the two buffers, each once the compute warps are
