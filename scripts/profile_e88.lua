@@ -186,12 +186,15 @@ local function gemm_flops(op)
 end
 
 -- Bytes an E88 op must move at least: its inputs, and outputs the size of (forward) its value
--- input or (backward) every gradient.
+-- input plus the f32 ckpt the backward needs (the state every 16 steps, the mixer's default, and
+-- delta and o of every step) or (backward) every gradient.
 local function e88_bytes(op)
   local total, sh = 0, shapes(op.inputs)
   for _, t in ipairs(sh) do total = total + numel(t.dims) * SIZE[t.dtype] end
   if op.name == "e88" and sh[3] then
-    total = total + numel(sh[3].dims) * SIZE[sh[3].dtype]
+    local q, v = sh[1].dims, sh[3].dims -- [B, T, H, n], [B, T, H, v]
+    local B, T, H, n, V = q[1], q[2], q[3], q[4], v[4]
+    total = total + numel(v) * SIZE[sh[3].dtype] + B * H * (math.ceil(T / 16) * n * V + 2 * T * V) * 4
   else
     for i = 1, math.min(5, #sh) do total = total + numel(sh[i].dims) * SIZE[sh[i].dtype] end
   end

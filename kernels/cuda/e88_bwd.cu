@@ -1,8 +1,8 @@
 // E88 backward: see e88_common.cuh for the shared parts and e88.cu for the design.
 //
 // Layout: a lane holds RL rows of one column (P = N/RL lanes a column, CW = 32/P columns a
-// warp), so the chain's column sums (S^T k^, S^T q^ in the replay, dP^T k^ in the walk back) are
-// RL FMAs and log2(P) shuffles. A block is one (b, h): ceil(V/CW) warps; the lanes of columns
+// warp), so the walk's column sum dP^T k^ is RL FMAs and log2(P) shuffles; the replay, given the
+// forward's delta, is elementwise. A block is one (b, h): ceil(V/CW) warps; the lanes of columns
 // j >= V compute on zeros and store nothing. The row sums (dq^, dk^), which nothing in the chain
 // waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator.
 #include "cuda/e88_common.cuh"
@@ -319,7 +319,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           [&](bool isk, int u, int at, const float(&x)[RS::PE], float a, float inv) {
             store_f32<RS::PE>(kq + u * N2 + (isk ? 0 : N) + at, x);
             // dx = (dx^ - x^ (x^ . dx^) d / a) / d, d = a + eps (0 at x = 0)
-            if (at == 0) nf[isk * C + u] = make_float2(a > 0.f ? (FAST ? __fdividef(a + kEps, a) : (a + kEps) / a) : 0.f, inv);
+            const float da = a > 0.f ? (FAST ? __fdividef(a + kEps, a) : (a + kEps) / a) : 0.f;
+            if (at == 0) nf[isk * C + u] = make_float2(da, inv);
           });
       if (tid < len) df[tid] = load(&dn0);
       if (tid + nt < len) df[tid + nt] = load(&dn1);
@@ -509,7 +510,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 // ckpt rows' parts are multiples of 4 floats: n * v and v are multiples of 4). dg is written in
 // pairs of elements (v is even), so its base must hold a pair's alignment.
 template <typename T> bool prefetchable(const Params &p) {
-  const uintptr_t ptrs = (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.g | (uintptr_t)p.dy | (uintptr_t)p.ckpt_in;
+  const uintptr_t ptrs =
+      (uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.g | (uintptr_t)p.dy | (uintptr_t)p.ckpt_in;
   return (p.V * sizeof(T)) % 16 == 0 && (ptrs & 15) == 0;
 }
 

@@ -140,8 +140,9 @@ template <int N, int PW> struct RowSplit {
 // elements, as f32 and normalized when l2; the warp takes RPI rows at a time from row `first`,
 // then `stride` rows on. put(isk, u, at, x, a, inv) gets a lane's PE values (elements at ..
 // at + PE - 1 of the row), the row's norm a and 1 / (a + eps). For 16-bit values the square root
-// and the division are approximate (errors near 2^-22, below their rounding). The forward and the
-// backward normalize with this, in the same order, so the backward's k^ is the forward's.
+// and the division are approximate (errors near 2^-22, below their rounding). The forward (with
+// aligned inputs) and the backward normalize with this at the same PW, so in the same order: the
+// backward's k^ is the forward's, and its replay with the forward's delta gives the same states.
 template <typename T, int N, int PW, typename Put>
 __device__ __forceinline__ void norm_rows(const T *k, const T *q, int64_t row_step, bool l2, int len, int first,
                                           int stride, int lane, Put put) {
