@@ -146,6 +146,26 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
         wmma::load_matrix_sync(a[m][s], Ws + m * 32 * D + (warp * KS + s) * 16, (unsigned)D);
   }
 
+  // wmma::load_matrix_sync of a B fragment from the state buffer as a shared-memory load: the
+  // buffer's address reaches here as a generic pointer, which made it a generic load with 64-bit
+  // address arithmetic on the step's critical path. The .shared form of the same PTX fills the
+  // same registers (bf16: 2 .b32, f16: 8 .f16x2, in the fragment's order).
+  __device__ __forceinline__ static void load_b(FB &f, const T *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p), ld = (unsigned)LD;
+    unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      static_assert(sizeof(f.x) == 2 * sizeof(unsigned), "bf16 B of m32n8k16: 2 registers");
+      asm volatile("wmma.load.b.sync.aligned.col.m32n8k16.shared.bf16 {%0, %1}, [%2], %3;"
+                   : "=r"(r[0]), "=r"(r[1]) : "r"(a), "r"(ld) : "memory");
+    } else {
+      static_assert(sizeof(f.x) == 8 * sizeof(unsigned), "f16 B of m32n8k16: 8 registers");
+      asm volatile("wmma.load.b.sync.aligned.col.m32n8k16.shared.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
+                     "=r"(r[7])
+                   : "r"(a), "r"(ld) : "memory");
+    }
+  }
+
   // Every warp: its partial product with state buffer `buf` into red; a __syncthreads must come
   // before sum() reads it.
   __device__ __forceinline__ void product(int buf) {
@@ -158,13 +178,13 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
       const int k0 = (warp * KS + s) * 16;
       if constexpr (PACK) {  // hi's 4 rows and lo's 4 are one 8-column tile
         FB b;
-        wmma::load_matrix_sync(b, hi + k0, (unsigned)LD);
+        load_b(b, hi + k0);
 #pragma unroll
         for (int m = 0; m < MT; m++) wmma::mma_sync(c[m], a[m][s], b, c[m]);
       } else {
         FB bh, bl;
-        wmma::load_matrix_sync(bh, hi + k0, (unsigned)LD);
-        wmma::load_matrix_sync(bl, lo + k0, (unsigned)LD);
+        load_b(bh, hi + k0);
+        load_b(bl, lo + k0);
 #pragma unroll
         for (int m = 0; m < MT; m++) {
           wmma::mma_sync(c[m], a[m][s], bh, c[m]);
@@ -180,18 +200,19 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
 
   // The product at slice rows (r, r + 1) (r even) for batch row n: the warps' parts added (and
   // under PACK the hi and lo columns n and n + 4).
+  // Four chains of adds (even and odd warps, hi and lo): the sum is on the step's critical path.
   __device__ __forceinline__ float2 sum(int n, int r) const {
-    float2 v = make_float2(0.f, 0.f);
+    float2 v[4] = {};
 #pragma unroll
     for (int w = 0; w < NW; w++) {
       const float2 q = *reinterpret_cast<const float2 *>(red + (w * 8 + n) * ldr(R) + r);
-      v.x += q.x, v.y += q.y;
+      v[w & 1].x += q.x, v[w & 1].y += q.y;
       if constexpr (PACK) {
         const float2 l = *reinterpret_cast<const float2 *>(red + (w * 8 + n + 4) * ldr(R) + r);
-        v.x += l.x, v.y += l.y;
+        v[2 + (w & 1)].x += l.x, v[2 + (w & 1)].y += l.y;
       }
     }
-    return v;
+    return make_float2((v[0].x + v[1].x) + (v[2].x + v[3].x), (v[0].y + v[1].y) + (v[2].y + v[3].y));
   }
 
   // (v0, v1), the new state at columns (c, c + 1) (c even) of batch row n, as hi and lo parts
