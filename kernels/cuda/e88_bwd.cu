@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           [&](bool isk, int u, int at, const float(&x)[RS::PE], float a, float inv) {
             store_f32<RS::PE>(kq + u * N2 + (isk ? 0 : N) + at, x);
             // dx = (dx^ - x^ (x^ . dx^) d / a) / d, d = a + eps (0 at x = 0)
-            const float da = a > 0.f ? (FAST ? __fdividef(a + kEps, a) : (a + kEps) / a) : 0.f;
+            const float da = a > 0.f ? (FAST ? div_ftz(a + kEps, a) : (a + kEps) / a) : 0.f;
             if (at == 0) nf[isk * C + u] = make_float2(da, inv);
           });
       if (tid < len) df[tid] = load(&dn0);
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           float4 e = make_float4(dl.x, dy.x, dl.y, dy.y);
           if constexpr (GATE) {
             const float2 o = *reinterpret_cast<const float2 *>(oq), g = load2(gp);
-            const float sx = sigmoid_fast(g.x), sy = sigmoid_fast(g.y), ux = g.x * sx, uy = g.y * sy;
+            const float sx = sigmoid<FAST>(g.x), sy = sigmoid<FAST>(g.y), ux = g.x * sx, uy = g.y * sy;
             if (on) store2(dgp, dy.x * o.x * fmaf(ux, 1.f - sx, sx), dy.y * o.y * fmaf(uy, 1.f - sy, sy));
             e.y = dy.x * ux, e.w = dy.y * uy;
           }
@@ -385,9 +385,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       __syncwarp();  // cb's entries of a column written by its lanes
       // Walk back c1-1 .. c0: dS in registers, sn the state after the step, sp before it.
       {
-        float sn[RL];
-#pragma unroll
-        for (int r = 0; r < RL; r++) sn[r] = s[r];
+        float (&sn)[RL] = s;  // s is reloaded (load_ckpt) after the walk
         const float *kqw = kq + (c1 - 1 - t0) * N2 + i0, *dfw = df + (c1 - 1 - t0);
         float2 *cbw = cb + (n - 1) * VW + col;
         float *accw = acc + (warp * Lb + n - 1) * N2;

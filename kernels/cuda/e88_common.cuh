@@ -61,8 +61,12 @@ __device__ __forceinline__ float tanh_approx(float x) {
   return y;
 }
 
-// 1 / (1 + e^-x) without a division's slow path.
-__device__ __forceinline__ float sigmoid_fast(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// The gate's sigmoid, the same in the forward's silu and the backward's: for 16-bit values
+// 0.5 + 0.5 tanh(x / 2) with tanh.approx (error near 2^-12, below their rounding; one MUFU and
+// no range fix-ups), for f32 1 / (1 + e^-x) without a division's slow path.
+template <bool FAST> __device__ __forceinline__ float sigmoid(float x) {
+  return FAST ? fmaf(0.5f, tanh_approx(0.5f * x), 0.5f) : __fdividef(1.f, 1.f + __expf(-x));
+}
 
 // The state's activation: the hardware tanh for 16-bit values, tanhf for f32.
 template <bool FAST> __device__ __forceinline__ float act(float x, bool lin) {
@@ -130,6 +134,19 @@ struct Grid {
   }
 };
 
+// The approximate reciprocal square root and division without subnormal fix-ups: a row whose
+// squares sum below 2^-126 gets a = 0 and 1 / (a + eps) = 1 / eps, as it would (eps dominates).
+__device__ __forceinline__ float rsqrt_ftz(float x) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float div_ftz(float x, float y) {
+  float z;
+  asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(z) : "f"(x), "f"(y));
+  return z;
+}
+
 // How a warp splits rows of N values into pieces of PW: PPR lanes a row, PE values a lane, RPI
 // rows a warp at a time.
 template <int N, int PW> struct RowSplit {
@@ -140,7 +157,7 @@ template <int N, int PW> struct RowSplit {
 // elements, as f32 and normalized when l2; the warp takes RPI rows at a time from row `first`,
 // then `stride` rows on. put(isk, u, at, x, a, inv) gets a lane's PE values (elements at ..
 // at + PE - 1 of the row), the row's norm a and 1 / (a + eps). For 16-bit values the square root
-// and the division are approximate (errors near 2^-22, below their rounding). The forward (with
+// and the division are approximate (errors near 2^-22, below their rounding; rsqrt_ftz). The forward (with
 // aligned inputs) and the backward normalize with this at the same PW, so in the same order: the
 // backward's k^ is the forward's, and its replay with the forward's delta gives the same states.
 template <typename T, int N, int PW, typename Put>
@@ -167,8 +184,8 @@ __device__ __forceinline__ void norm_rows(const T *k, const T *q, int64_t row_st
     for (int w = 0; w < RS::PE; w++) ss = fmaf(x[w], x[w], ss);
 #pragma unroll
     for (int m = 1; m < RS::PPR; m <<= 1) ss += __shfl_xor_sync(kFull, ss, m);
-    const float a = FAST ? (ss > 0.f ? ss * rsqrtf(ss) : 0.f) : sqrtf(ss);
-    const float inv = FAST ? __fdividef(1.f, a + kEps) : 1.f / (a + kEps);
+    const float a = FAST ? (ss > 0.f ? ss * rsqrt_ftz(ss) : 0.f) : sqrtf(ss);
+    const float inv = FAST ? div_ftz(1.f, a + kEps) : 1.f / (a + kEps);
     if (l2) {
 #pragma unroll
       for (int w = 0; w < RS::PE; w++) x[w] *= inv;

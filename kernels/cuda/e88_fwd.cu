@@ -32,11 +32,8 @@ __host__ __device__ inline size_t chunk_floats(int L, int N, int P, int Vb) {
   return ((size_t)L * (2 * N + (3 + P) * Vb + 1) + 3) & ~(size_t)3;  // buffers stay 16-byte aligned
 }
 
-// silu(x): for 16-bit values with tanh.approx (error near 2^-11, below their rounding; one MUFU
-// instead of two), for f32 exactly.
-template <bool FAST> __device__ __forceinline__ float silu(float x) {
-  return FAST ? x * fmaf(0.5f, tanh_approx(0.5f * x), 0.5f) : x * sigmoid_fast(x);
-}
+// silu(x) = x sigmoid(x) (e88_common.cuh: one MUFU for 16-bit values).
+template <bool FAST> __device__ __forceinline__ float silu(float x) { return x * sigmoid<FAST>(x); }
 
 // Where the producer reads a chunk's inputs: the tensors (row u of q/k at u * row_step elements
 // from k, q; columns at u * col_step from v, g: the chunk's first step and the block's first
