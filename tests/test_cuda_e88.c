@@ -166,6 +166,18 @@ Test(cuda_e88, odd_shapes_and_options) {
     for (int d = 0; d < 3; d++) check_case(&cs[i], dts[d], 10 + 3 * i + (uint64_t)d);
 }
 
+/* q and k rows whose squares sum below f32's smallest normal number: the 16-bit l2 staging's
+ * approximate rsqrt flushes such sums, and they must take the a = 0 path (a wrong inf there made
+ * q^ zero and the backward's factors NaN). Not f16: 1e-20 is 0 there, and dq = dq^ / eps
+ * overflows its range. */
+Test(cuda_e88, tiny_q_and_k_rows) {
+  SKIP_WITHOUT_GPU();
+  const cfg_t c = {.B = 2, .T = 20, .H = 2, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .C = 8,
+                   .qk_range = 1e-20};
+  check_case(&c, ENG_BF16, 91);
+  check_case(&c, ENG_F32, 92);
+}
+
 /* A transposed q and a narrowed v on both devices. */
 Test(cuda_e88, strided_inputs) {
   SKIP_WITHOUT_GPU();

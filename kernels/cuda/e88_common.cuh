@@ -134,8 +134,10 @@ struct Grid {
   }
 };
 
-// The approximate reciprocal square root and division without subnormal fix-ups: a row whose
-// squares sum below 2^-126 gets a = 0 and 1 / (a + eps) = 1 / eps, as it would (eps dominates).
+// The approximate reciprocal square root and division without subnormal fix-ups. norm_rows gives
+// a row whose squares sum below 2^-126 (subnormal: rsqrt_ftz would see 0 and give inf) a = 0 and
+// 1 / (a + eps) = 1 / eps, which is what the exact forms give there (eps dominates), and the l2
+// backward's second term, which is below 2^-43 of the first there, is dropped as at x = 0.
 __device__ __forceinline__ float rsqrt_ftz(float x) {
   float y;
   asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -184,7 +186,7 @@ __device__ __forceinline__ void norm_rows(const T *k, const T *q, int64_t row_st
     for (int w = 0; w < RS::PE; w++) ss = fmaf(x[w], x[w], ss);
 #pragma unroll
     for (int m = 1; m < RS::PPR; m <<= 1) ss += __shfl_xor_sync(kFull, ss, m);
-    const float a = FAST ? (ss > 0.f ? ss * rsqrt_ftz(ss) : 0.f) : sqrtf(ss);
+    const float a = FAST ? (ss >= 0x1p-126f ? ss * rsqrt_ftz(ss) : 0.f) : sqrtf(ss);
     const float inv = FAST ? div_ftz(1.f, a + kEps) : 1.f / (a + kEps);
     if (l2) {
 #pragma unroll
