@@ -151,7 +151,7 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
   // address arithmetic on the step's critical path. The .shared form of the same PTX fills the
   // same registers (bf16: 2 .b32, f16: 8 .f16x2, in the fragment's order).
   __device__ __forceinline__ static void load_b(FB &f, const T *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p), ld = (unsigned)LD;
+    const unsigned a = smem_addr(p), ld = (unsigned)LD;
     unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
     if constexpr (std::is_same<T, __nv_bfloat16>::value) {
       static_assert(sizeof(f.x) == 2 * sizeof(unsigned), "bf16 B of m32n8k16: 2 registers");

@@ -154,8 +154,6 @@ __device__ __forceinline__ float ld_shared(unsigned a) {
   return x;
 }
 
-
-
 // A segment's inputs in shared memory: delta, o (f32, from the ckpt row), q, k, g, dy (raw T).
 template <typename T> struct SegBufs {
   float *dl, *o;
@@ -251,7 +249,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   unsigned wa[RL / 4], ra[RPL][RL / 4];
   {
     const int set = lane / NS, i = lane % NS;
-    const unsigned sb = (unsigned)__cvta_generic_to_shared(base + lay.tb) +
+    const unsigned sb = smem_addr(base + lay.tb) +
                         4u * (unsigned)(warp * G::TBW + set * G::SS);
 #pragma unroll
     for (int c = 0; c < RL / 4; c++) wa[c] = sb + 4u * (unsigned)(i * RL + 4 * (c ^ swz<RL>(i)));
@@ -529,21 +527,25 @@ int launch_backward_sh(const Params &p0, cudaStream_t st) {
   auto bytes = [&](int Lb) {
     return BwdLayout(N, BGeo<N>::RL, p.V, p.C, Lb, nthreads, sizeof(SH), sizeof(T), GATE).total;
   };
-  int dev = 0, sms = 0, optin = 0, cap = 0, most = 0;
-  if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) || sms < 1)
-    return (int)cudaErrorInvalidConfiguration;
-  int Lb = p.C < p.T ? p.C : p.T > 1 ? p.T : 1;  // T = 0 still writes dS0
-  while (Lb > 1 && bytes(Lb) > (size_t)optin) Lb--;
-  if (bytes(Lb) > (size_t)optin) return (int)cudaErrorInvalidConfiguration;
-  cudaError_t e =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes(Lb));
-  if (e != cudaSuccess) return (int)e;
-  const int64_t blocks = (int64_t)p.B * p.H;
+  // The chosen chunk is kept per shape (ChunkMemo): a model calls each layer with the same shape,
+  // and the device queries, the shared-memory opt-in and the occupancy search cost microseconds.
+  // On a hit the opt-in set on the miss still holds (the memo keeps the last key only).
+  int dev = 0;
+  if (cudaGetDevice(&dev)) return (int)cudaErrorInvalidConfiguration;
+  const int first = p.C < p.T ? p.C : p.T > 1 ? p.T : 1;  // T = 0 still writes dS0
+  const int64_t blocks = (int64_t)p.B * p.H, shape = (int64_t)p.V << 32 | (uint32_t)p.C;
   thread_local ChunkMemo memo;
-  const int64_t shape = (int64_t)p.V << 32 | (uint32_t)p.C;
-  if (!memo.find(kernel, dev, blocks, shape, Lb, &p.L)) {
-    const int first = Lb, least = Lb < kBwdMinChunk ? Lb : kBwdMinChunk;
+  if (!memo.find(kernel, dev, blocks, shape, first, &p.L)) {
+    int sms = 0, optin = 0, cap = 0, most = 0, Lb = first;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) || sms < 1)
+      return (int)cudaErrorInvalidConfiguration;
+    while (Lb > 1 && bytes(Lb) > (size_t)optin) Lb--;
+    if (bytes(Lb) > (size_t)optin) return (int)cudaErrorInvalidConfiguration;
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes(Lb));
+    if (e != cudaSuccess) return (int)e;
+    const int least = Lb < kBwdMinChunk ? Lb : kBwdMinChunk;
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cap, kernel, nthreads, bytes(least));
     if (e != cudaSuccess) return (int)e;
     const int64_t per_sm = (blocks + sms - 1) / sms, want = per_sm < cap ? per_sm : cap;
@@ -555,8 +557,7 @@ int launch_backward_sh(const Params &p0, cudaStream_t st) {
     memo.keep(kernel, dev, blocks, shape, first, Lb);
     p.L = Lb;
   }
-  Lb = p.L;
-  e88_backward_kernel<T, SH, N, LIN, GATE><<<(unsigned)blocks, nthreads, bytes(Lb), st>>>(p);
+  e88_backward_kernel<T, SH, N, LIN, GATE><<<(unsigned)blocks, nthreads, bytes(p.L), st>>>(p);
   return (int)cudaGetLastError();
 }
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "cuda/common.cuh"
+#include "cuda/mbarrier.cuh"
 #include "cuda/e88.h"
 
 namespace eng_e88 {
@@ -159,9 +160,10 @@ template <int N, int PW> struct RowSplit {
 // elements, as f32 and normalized when l2; the warp takes RPI rows at a time from row `first`,
 // then `stride` rows on. put(isk, u, at, x, a, inv) gets a lane's PE values (elements at ..
 // at + PE - 1 of the row), the row's norm a and 1 / (a + eps). For 16-bit values the square root
-// and the division are approximate (errors near 2^-22, below their rounding; rsqrt_ftz). The forward (with
-// aligned inputs) and the backward normalize with this at the same PW, so in the same order: the
-// backward's k^ is the forward's, and its replay with the forward's delta gives the same states.
+// and the division are approximate (rsqrt_ftz, div_ftz: errors near 2^-22, below their rounding).
+// The forward (with aligned inputs) and the backward normalize with this at the same PW, so in
+// the same order: the backward's k^ is the forward's, and its replay with the forward's delta
+// gives the same states.
 template <typename T, int N, int PW, typename Put>
 __device__ __forceinline__ void norm_rows(const T *k, const T *q, int64_t row_step, bool l2, int len, int first,
                                           int stride, int lane, Put put) {
@@ -198,8 +200,7 @@ __device__ __forceinline__ void norm_rows(const T *k, const T *q, int64_t row_st
 
 // cp.async of 16 bytes; cp_async_commit closes a group of them, cp_async_wait waits for all.
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }

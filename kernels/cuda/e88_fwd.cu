@@ -6,7 +6,6 @@
 // which the version-2 kernel's warps paid at every chunk (40% of its stall samples), is off the
 // chain's path.
 #include "cuda/e88_common.cuh"
-#include "cuda/mbarrier.cuh"
 
 namespace eng_e88 {
 namespace {
