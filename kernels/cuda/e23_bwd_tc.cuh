@@ -24,7 +24,7 @@
 // remote store), its initial scores and its walk; every fill is waited for before the next one.
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the W_write slice
-// [R][d] bf16 (when ws), the partial sums part1/part2 [cs][bg][N + 1], a [C][bg][N], r
+// [R][d + 8] bf16 (when ws), the partial sums part1/part2 [cs][bg][N + 1], a [C][bg][N], r
 // [C + 1][bg][N], the softmax gradients dsa/dsr [bg][N], h, w and dpre of the CTA's units
 // [bg][R], then dH and seg when on chip, and the fills' six mbarriers. The transposed slices are
 // staged at wsl (or, without ws, over everything from red on) before their fragments are loaded
@@ -43,7 +43,7 @@ __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int6
   };
   const size_t f = sizeof(float), slot = (size_t)bg * R * f;
   l.red = take((size_t)nw * 8 * tc::ldr(R) * f);
-  l.wsl = ws ? take((size_t)R * d * 2) : l.red;
+  l.wsl = ws ? take((size_t)R * tc::ldh(d) * 2) : l.red;  // rows padded: conflict-free A loads
   l.part1 = take((size_t)cs * bg * (N + 1) * f);
   l.part2 = take((size_t)cs * bg * (N + 1) * f);
   l.as = take((size_t)C * bg * N * f);
@@ -117,12 +117,14 @@ __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restri
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
 
-// The replay's w = W_write h_t: tc::Step::product with the A fragments loaded from `wa` (the
-// slice [R][D], ld D) each time and the state's hi part only (h_t is exact in T).
-template <typename T, int MT, int KS, int NW>
+// The replay's w = W_write h_t: tc::Step::product with the A fragments loaded from `wa` each time
+// (the slice [R][D]: in shared memory with rows tc::ldh(D) apart when SMEM, else W_write's rows in
+// global memory) and the state's hi part only (h_t is exact in T).
+template <bool SMEM, typename T, int MT, int KS, int NW>
 __device__ __forceinline__ void replay_product(const tc::Step<T, MT, KS, NW> &st, const T *wa,
                                                int buf) {
   using S = tc::Step<T, MT, KS, NW>;
+  constexpr unsigned lda = (unsigned)(SMEM ? tc::ldh(S::D) : S::D);
   typename S::FC acc[MT];
 #pragma unroll
   for (int m = 0; m < MT; m++) nvcuda::wmma::fill_fragment(acc[m], 0.f);
@@ -131,11 +133,12 @@ __device__ __forceinline__ void replay_product(const tc::Step<T, MT, KS, NW> &st
   for (int s = 0; s < KS; s++) {
     const int k0 = (st.warp * KS + s) * 16;
     typename S::FB bh;
-    nvcuda::wmma::load_matrix_sync(bh, hi + k0, (unsigned)S::LD);
+    S::load_b(bh, hi + k0);
 #pragma unroll
     for (int m = 0; m < MT; m++) {
       typename S::FA a;
-      nvcuda::wmma::load_matrix_sync(a, wa + m * 32 * S::D + k0, (unsigned)S::D);
+      if constexpr (SMEM) S::load_a_shared(a, wa + m * 32 * lda + k0, lda);
+      else nvcuda::wmma::load_matrix_sync(a, wa + m * 32 * lda + k0, lda);
       nvcuda::wmma::mma_sync(acc[m], a, bh, acc[m]);
     }
   }
@@ -180,7 +183,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   __syncthreads();
   const T *wa = p.Ww + r0 * d;  // the replay's A: W_write's rows, on chip or in L2
   if (p.tb_ws) {
-    tc::stage_slice(Ws, p.Ww, d, r0, R, false);
+    tc::stage_slice(Ws, p.Ww, d, r0, R, false, tc::ldh(d));
     wa = Ws;
   }
   __syncthreads();  // without ws the staging area (and the mbarriers' space) is reused below
@@ -281,7 +284,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       float *Hs = seg + s * (N + 1) * SL, *part = buf ? part2 : part1;
       const bool more = s + 1 < L;
       if (more) fetch_rows(t0 + s + 1, buf ^ 1);  // in flight during this step
-      replay_product(sw, wa, buf);
+      if (p.tb_ws) replay_product<true>(sw, wa, buf);
+      else replay_product<false>(sw, wa, buf);
       __syncthreads();
       if (act) {
         const float2 w = sw.sum(n, r);
