@@ -172,7 +172,7 @@ end
 
 print(("3. memory saved for the backward, per layer at B=%d (MiB)"):format(cfg.batch))
 print(("%-6s %14s %14s %14s %14s %16s"):format("layer", "hidden states", "gate inputs", "inputs (xw)",
-                                                "tape ckpts", "measured total"))
+                                                "ckpt + trace", "measured total"))
 for _, name in ipairs(LAYERS) do
   local m = layer(name)
   local x = input(cfg.batch, true)

@@ -1,7 +1,8 @@
 /* The E23 op on the CPU: the forward against a tiny double implementation written here (tape,
- * attention read and write spelled out), the checkpoints, the backward against central finite
- * differences of the forward (f64, every input, h0 and tape0 included, T not a multiple of the
- * checkpoint interval), the other dtypes against f64, and the argument checks. */
+ * attention read and write spelled out), the checkpoints and the a, r, w trace (against that
+ * implementation, and by stepping the tape with the trace alone), the backward against central
+ * finite differences of the forward (f64, every input, h0 and tape0 included, T not a multiple of
+ * the checkpoint interval), the other dtypes against f64, and the argument checks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,15 @@ static void softmax(const double *v, int64_t n, double *p) {
   for (int64_t i = 0; i < n; i++) p[i] /= s;
 }
 
-/* The reference forward; ck (may be NULL) receives the tape before every step [B,T,N,d]. */
-static void reference(const e23_in_t *in, double *hs, double *hT, double *tapeT, double *ck) {
+/* ckpt's row length: the checkpoints [ceil(T/C)][N][d], then a [T][N], r [T][N], w [T][d]. */
+static int64_t ckpt_len(int64_t T, int64_t N, int64_t d, int64_t C) {
+  return (T + C - 1) / C * N * d + T * (2 * N + d);
+}
+
+/* The reference forward; ck (may be NULL) receives the tape before every step [B,T,N,d], tr (may
+ * be NULL) the step's a [N], r [N] and w [d], [B,T,2N+d]. */
+static void reference(const e23_in_t *in, double *hs, double *hT, double *tapeT, double *ck,
+                      double *tr) {
   const int64_t B = in->B, T = in->T, N = in->N, d = in->d;
   double *xw = t_values(in->xw), *Wh = t_values(in->Wh), *Ww = t_values(in->Ww),
          *b = t_values(in->b);
@@ -82,6 +90,12 @@ static void reference(const e23_in_t *in, double *hs, double *hT, double *tapeT,
         for (int64_t j = 0; j < d; j++) s[i] += H[i * d + j] * hn[j] * scale;
       }
       softmax(s, N, a);
+      if (tr) {
+        double *at = tr + (bi * T + t) * (2 * N + d);
+        memcpy(at, a, sizeof(double) * (size_t)N);
+        memcpy(at + N, r, sizeof(double) * (size_t)N);
+        memcpy(at + 2 * N, w, sizeof(double) * (size_t)d);
+      }
       for (int64_t i = 0; i < N; i++)
         for (int64_t j = 0; j < d; j++) H[i * d + j] += a[i] * (w[j] - H[i * d + j]);
       memcpy(h, hn, sizeof(double) * (size_t)d);
@@ -102,11 +116,11 @@ static void check_forward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
   double *rhs = malloc(sizeof(double) * (size_t)(B * T * d)),
          *rhT = malloc(sizeof(double) * (size_t)(B * d));
   double *rtT = malloc(sizeof(double) * (size_t)(B * N * d)),
-         *rck = malloc(sizeof(double) * (size_t)(B * T * N * d));
-  reference(&in, rhs, rhT, rtT, rck);
-  const int64_t K = (T + C - 1) / C;
-  cr_assert(ck->ndim == 4 && ck->shape[0] == B && ck->shape[1] == K && ck->shape[2] == N &&
-            ck->shape[3] == d);
+         *rck = malloc(sizeof(double) * (size_t)(B * T * N * d)),
+         *rtr = malloc(sizeof(double) * (size_t)(B * T * (2 * N + d)));
+  reference(&in, rhs, rhT, rtT, rck, rtr);
+  const int64_t K = (T + C - 1) / C, W = ckpt_len(T, N, d, C);
+  cr_assert(ck->ndim == 2 && ck->shape[0] == B && ck->shape[1] == W);
   cr_assert_eq(ck->dtype, dt == ENG_F64 ? ENG_F64 : ENG_F32);
   cr_assert(tT->ndim == 3 && tT->shape[1] == N && tT->dtype == dt);
   double tol = t_tol(dt);
@@ -115,17 +129,24 @@ static void check_forward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
   cr_assert(e1 <= tol && e2 <= tol && e3 <= tol,
             "e23 %s B=%lld T=%lld N=%lld d=%lld: rel err hs %g, h_T %g, tape_T %g",
             eng_dtype_name(dt), (long long)B, (long long)T, (long long)N, (long long)d, e1, e2, e3);
-  /* checkpoint k is the tape before step k*C */
-  double *want = malloc(sizeof(double) * (size_t)(B * K * N * d));
-  for (int64_t bi = 0; bi < B; bi++)
+  /* per row: checkpoint k is the tape before step k*C; then a, r, w of every step */
+  double *want = malloc(sizeof(double) * (size_t)(B * W));
+  for (int64_t bi = 0; bi < B; bi++) {
+    double *row = want + bi * W, *a = row + K * N * d, *r = a + T * N, *w = r + T * N;
     for (int64_t k = 0; k < K; k++)
-      memcpy(want + (bi * K + k) * N * d, rck + (bi * T + k * C) * N * d,
-             sizeof(double) * (size_t)(N * d));
-  double e4 = t_rel_err(ck, want, B * K * N * d);
-  /* checkpoints are f32 (f64) state computed from the stored inputs */
-  cr_assert(e4 <= (dt == ENG_F64 ? 1e-12 : 1e-5), "e23 %s: checkpoints rel err %g",
-            eng_dtype_name(dt), e4);
-  free(want), free(rhs), free(rhT), free(rtT), free(rck);
+      memcpy(row + k * N * d, rck + (bi * T + k * C) * N * d, sizeof(double) * (size_t)(N * d));
+    for (int64_t t = 0; t < T; t++) {
+      const double *at = rtr + (bi * T + t) * (2 * N + d);
+      memcpy(a + t * N, at, sizeof(double) * (size_t)N);
+      memcpy(r + t * N, at + N, sizeof(double) * (size_t)N);
+      memcpy(w + t * d, at + 2 * N, sizeof(double) * (size_t)d);
+    }
+  }
+  double e4 = t_rel_err(ck, want, B * W);
+  /* ckpt is f32 (f64) state computed from the stored inputs */
+  cr_assert(e4 <= (dt == ENG_F64 ? 1e-12 : 1e-5), "e23 %s: ckpt rel err %g", eng_dtype_name(dt),
+            e4);
+  free(want), free(rhs), free(rhT), free(rtT), free(rck), free(rtr);
   eng_tensor_release(hs), eng_tensor_release(hT), eng_tensor_release(tT), eng_tensor_release(ck);
   release_inputs(&in);
 }
@@ -137,6 +158,58 @@ Test(e23, forward_matches_reference) {
     check_forward(3, 1, 8, 6, 16, 0, dt);
     check_forward(1, 17, 5, 9, 4, 1, dt);
   }
+}
+
+/* ckpt's trace against what this test recomputes from the forward's other outputs: w_t = W_write
+ * h_t from hs; the tape stepped here from each checkpoint with the trace alone (H <- (1 - a_t) H +
+ * a_t w_t^T) must land on the next checkpoint (or tape_T), and on the way r_t = softmax(scale H_t
+ * h_{t-1}) and a_t = softmax(scale H_t h_t) with that H_t. */
+Test(e23, ckpt_trace_holds_a_r_w) {
+  const int64_t B = 2, T = 7, N = 3, d = 5, C = 3, K = (T + C - 1) / C, nd = N * d;
+  e23_in_t in = make_inputs(B, T, N, d, 1, ENG_F64, 77);
+  eng_tensor_t *hs = NULL, *tT = NULL, *ck = NULL;
+  T_OK(eng_op_e23(in.xw, in.Wh, in.Ww, in.b, in.h0, in.tape0, N, C, &hs, NULL, &tT, &ck));
+  const int64_t W = ckpt_len(T, N, d, C);
+  cr_assert(ck->ndim == 2 && ck->shape[0] == B && ck->shape[1] == W, "ckpt shape");
+  const double *hd = eng_tensor_data(hs), *h0 = eng_tensor_data(in.h0),
+               *Ww = eng_tensor_data(in.Ww), *td = eng_tensor_data(tT), *cd = eng_tensor_data(ck);
+  const double scale = 1 / sqrt((double)d);
+  double H[15], sc[3], p[3], err_w = 0, err_r = 0, err_a = 0, err_H = 0, sum_w = 0;
+  for (int64_t bi = 0; bi < B; bi++) {
+    const double *row = cd + bi * W, *a = row + K * nd, *r = a + T * N, *w = r + T * N;
+    for (int64_t seg = 0; seg < K; seg++) {
+      memcpy(H, row + seg * nd, sizeof(double) * (size_t)nd);
+      for (int64_t t = seg * C; t < (seg + 1) * C && t < T; t++) {
+        const double *h = hd + (bi * T + t) * d, *hp = t ? h - d : h0 + bi * d;
+        for (int64_t i = 0; i < d; i++) {
+          double acc = 0;
+          for (int64_t j = 0; j < d; j++) acc += Ww[i * d + j] * h[j];
+          err_w = fmax(err_w, fabs(w[t * d + i] - acc));
+          sum_w += fabs(acc);
+        }
+        for (int pass = 0; pass < 2; pass++) { /* r from h_{t-1}, a from h_t */
+          const double *v = pass ? h : hp, *got = (pass ? a : r) + t * N;
+          for (int64_t i = 0; i < N; i++) {
+            sc[i] = 0;
+            for (int64_t j = 0; j < d; j++) sc[i] += scale * H[i * d + j] * v[j];
+          }
+          softmax(sc, N, p);
+          double *err = pass ? &err_a : &err_r;
+          for (int64_t i = 0; i < N; i++) *err = fmax(*err, fabs(got[i] - p[i]));
+        }
+        for (int64_t i = 0; i < N; i++)
+          for (int64_t j = 0; j < d; j++)
+            H[i * d + j] = (1 - a[t * N + i]) * H[i * d + j] + a[t * N + i] * w[t * d + j];
+      }
+      const double *next = seg + 1 < K ? row + (seg + 1) * nd : td + bi * nd;
+      for (int64_t e = 0; e < nd; e++) err_H = fmax(err_H, fabs(H[e] - next[e]));
+    }
+  }
+  cr_assert(sum_w > 0, "an all-zero trace proves nothing");
+  cr_assert(err_w < 1e-12 && err_r < 1e-12 && err_a < 1e-12 && err_H < 1e-12,
+            "trace: w err %g, r err %g, a err %g, stepped tape err %g", err_w, err_r, err_a, err_H);
+  eng_tensor_release(hs), eng_tensor_release(tT), eng_tensor_release(ck);
+  release_inputs(&in);
 }
 
 /* L = sum(ghs * hs) + sum(ghT * h_T) + sum(gtT * tape_T) */
@@ -241,12 +314,19 @@ Test(e23, bad_arguments_are_errors) {
           ENG_ERR_SHAPE, "W_write has shape [4]");
   /* n_slots from tape0 */
   T_OK(eng_op_e23(in.xw, in.Wh, in.Ww, in.b, in.h0, in.tape0, 0, 4, &hs, NULL, NULL, &ck));
-  cr_assert_eq(ck->shape[1], 2);
-  cr_assert_eq(ck->shape[2], 3);
+  cr_assert_eq(ck->shape[1], ckpt_len(5, 3, 4, 4)); /* 74 */
   eng_tensor_t *g = NULL;
+  /* C = 2 wants W = 3*4*N + 5*(2N + 4) = 22N + 20: none fits 74 */
   T_FAILS(eng_op_e23_backward(in.xw, in.Wh, in.Ww, in.b, in.h0, hs, ck, hs, NULL, NULL, 2, &g, NULL,
                               NULL, NULL, NULL, NULL),
-          ENG_ERR_SHAPE, "ckpt has shape [2,2,3,4] but must be [B, ceil(T/C), N, d] = [2,3,N,4]");
+          ENG_ERR_SHAPE, "ckpt has shape [2,74] but must be [B, W] = [2, W] with W = "
+          "ceil(T/C)*N*d + T*(2N + d) = 22*N + 20 for some N >= 1");
+  /* the right C gives N = 3 from W: dtape_T must agree */
+  eng_tensor_t *t2 = rnd((const int64_t[]){2, 2, 4}, 3, ENG_F32, 12, -1, 1);
+  T_FAILS(eng_op_e23_backward(in.xw, in.Wh, in.Ww, in.b, in.h0, hs, ck, hs, NULL, t2, 4, &g, NULL,
+                              NULL, NULL, NULL, NULL),
+          ENG_ERR_SHAPE, "dtape_T has shape [2,2,4] but must be [2,3,4]");
+  eng_tensor_release(t2);
   eng_tensor_release(hs), eng_tensor_release(ck);
   release_inputs(&in);
 }

@@ -146,16 +146,18 @@ eng_status_t eng_op_e1_backward(eng_tensor_t *z, eng_tensor_t *W_h, eng_tensor_t
  * 1/sqrt(d): r = softmax(scale H h_{t-1}), h_t = tanh(W_h h_{t-1} + xw_t + H^T r + b),
  * w = W_write h_t, a = softmax(scale H h_t), then H[i,:] <- (1 - a_i) H[i,:] + a_i w.
  * xw, hs [B,T,d]; W_h, W_write [d,d]; b [d]; h0, h_T [B,d]; tape0, tape_T [B,N,d]. n_slots may
- * be 0 when tape0 gives it. ckpt [B, ceil(T/C), N, d] (f32; f64 for f64 values) holds the tape
- * before steps 0, C, 2C, ... (C = ckpt_every >= 1): with hs, all that e23_backward needs (it
- * recomputes each segment instead of keeping the tape history). */
+ * be 0 when tape0 gives it. ckpt [B, W] (f32; f64 for f64 values; W = ceil(T/C)*N*d +
+ * T*(2N + d), eng_e23_ckpt_len in kernels/cpu/e23.h) holds per batch row the tape before steps
+ * 0, C, 2C, ... (C = ckpt_every >= 1; [N,d] each), then a [T][N], r [T][N] and w [T][d] of every
+ * step: with hs, all that e23_backward needs (it replays each segment from its checkpoint instead
+ * of keeping the tape history; the trace spares the GPU recomputing the weights). */
 eng_status_t eng_op_e23(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor_t *W_write,
                         eng_tensor_t *b, eng_tensor_t *h0, eng_tensor_t *tape0, int64_t n_slots,
                         int64_t ckpt_every, eng_tensor_t **hs, eng_tensor_t **h_T,
                         eng_tensor_t **tape_T, eng_tensor_t **ckpt);
 /* Gradients of E23 given dhs [B,T,d], dh_T [B,d] and dtape_T [B,N,d] (the last two NULL: zero),
- * from the forward's inputs, hs and ckpt (same ckpt_every): dxw [B,T,d], dW_h, dW_write [d,d],
- * db [d], dh0 [B,d], dtape0 [B,N,d]. */
+ * from the forward's inputs, hs and ckpt (same ckpt_every; N is the one that ckpt's W fits):
+ * dxw [B,T,d], dW_h, dW_write [d,d], db [d], dh0 [B,d], dtape0 [B,N,d]. */
 eng_status_t eng_op_e23_backward(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor_t *W_write,
                                  eng_tensor_t *b, eng_tensor_t *h0, eng_tensor_t *hs,
                                  eng_tensor_t *ckpt, eng_tensor_t *dhs, eng_tensor_t *dh_T,

@@ -1,5 +1,7 @@
-/* E23 forward and backward. One chain per batch row (OpenMP over the batch). The backward replays
- * each segment of C steps from its tape checkpoint, keeping that segment's tapes, attention weights
+/* E23 forward and backward. One chain per batch row (OpenMP over the batch). The forward's step
+ * writes a, r and w straight into the row's trace. The backward replays each segment of C steps
+ * from its tape checkpoint (recomputing the weights and writes rather than reading the trace, so
+ * it also serves a ckpt that no forward wrote), keeping that segment's tapes, attention weights
  * and writes, then walks it backwards; the weight gradients are sums of outer products after. */
 #include "cpu/e23.h"
 
@@ -52,24 +54,25 @@ void eng_kcpu_e23_forward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
                           const double *Wh, const double *Ww, const double *b, const double *h0,
                           const double *tape0, double *hs, double *hT, double *tapeT,
                           double *ckpt) {
-  const int64_t K = (T + C - 1) / C, nd = N * d;
+  const int64_t nd = N * d, W = eng_e23_ckpt_len(T, N, d, C);
+  const int64_t a_at = eng_e23_ckpt_a_at(T, N, d, C), r_at = eng_e23_ckpt_r_at(T, N, d, C),
+                w_at = eng_e23_ckpt_w_at(T, N, d, C);
 #pragma omp parallel for schedule(static) if (B > 1 && B * T * d * (d + N) > 100000)
   for (int64_t bi = 0; bi < B; bi++) {
-    double *H = tapeT + bi * nd;
-    double *scratch = malloc(sizeof(double) * (size_t)(2 * N + d));
+    double *H = tapeT + bi * nd, *row = ckpt + bi * W;
     if (tape0)
       memcpy(H, tape0 + bi * nd, sizeof(double) * (size_t)nd);
     else
       memset(H, 0, sizeof(double) * (size_t)nd);
     const double *hp = h0 ? h0 + bi * d : NULL;
     for (int64_t t = 0; t < T; t++) {
-      if (t % C == 0) memcpy(ckpt + (bi * K + t / C) * nd, H, sizeof(double) * (size_t)nd);
+      if (t % C == 0) memcpy(row + t / C * nd, H, sizeof(double) * (size_t)nd);
       double *h = hs + (bi * T + t) * d;
-      step(N, d, H, hp, xw + (bi * T + t) * d, Wh, Ww, b, h, scratch, scratch + N, scratch + 2 * N);
+      step(N, d, H, hp, xw + (bi * T + t) * d, Wh, Ww, b, h, row + r_at + t * N,
+           row + a_at + t * N, row + w_at + t * d);
       hp = h;
     }
     for (int64_t i = 0; i < d; i++) hT[bi * d + i] = hp ? hp[i] : 0.0;
-    free(scratch);
   }
 }
 
@@ -170,12 +173,12 @@ void eng_kcpu_e23_backward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C
                            const double *hs, const double *ckpt, const double *dhs,
                            const double *dhT, const double *dtapeT, double *dxw, double *dWh,
                            double *dWw, double *db, double *dh0, double *dtape0) {
-  const int64_t nd = N * d, K = (T + C - 1) / C;
+  const int64_t nd = N * d, W = eng_e23_ckpt_len(T, N, d, C);
   double *dwseq = malloc(sizeof(double) * (size_t)(B * T * d));
 #pragma omp parallel for schedule(static) if (B > 1 && B * T * d * (d + N) > 100000)
   for (int64_t bi = 0; bi < B; bi++)
     backward_row(T, N, d, C, xw + bi * T * d, Wh, Ww, b, h0 ? h0 + bi * d : NULL, hs + bi * T * d,
-                 ckpt + bi * K * nd, dhs + bi * T * d, dhT ? dhT + bi * d : NULL,
+                 ckpt + bi * W, dhs + bi * T * d, dhT ? dhT + bi * d : NULL,
                  dtapeT ? dtapeT + bi * nd : NULL, dxw + bi * T * d, dwseq + bi * T * d,
                  dh0 + bi * d, dtape0 + bi * nd);
   eng_kcpu_seq_outer(B, T, d, dxw, hs, h0, 1, dWh);

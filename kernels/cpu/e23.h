@@ -7,12 +7,35 @@
  *   H[i,:] <- (1 - a_i) H[i,:] + a_i w
  *
  * Arrays are contiguous, batch-first: xw, hs [B,T,d]; W_h, W_write [d,d]; b [d]; h0, hT [B,d];
- * tapes [B,N,d]; checkpoints [B,K,N,d] with K = ceil(T/C): the tape before steps 0, C, 2C, ...
- * The backward keeps no tape history: it replays one segment of C steps at a time from them. */
+ * tapes [B,N,d]; ckpt [B,W] (W = eng_e23_ckpt_len), per batch row:
+ *   [K][N][d]  the tape before steps 0, C, 2C, ... (K = ceil(T/C)),
+ *   [T][N]     a_t, the write weights of every step (at eng_e23_ckpt_a_at),
+ *   [T][N]     r_t, the read weights of every step (at eng_e23_ckpt_r_at),
+ *   [T][d]     w_t = W_write h_t of every step (at eng_e23_ckpt_w_at).
+ * The backward keeps no tape history: it replays one segment of C steps at a time from the
+ * checkpoints. This reference recomputes the weights and w there; the CUDA tensor-core backward
+ * takes them from the trace (H_{t+1} = (1 - a_t) H_t + a_t w_t^T with no scores to exchange), so
+ * both agree for a ckpt that the forward wrote. */
 #ifndef ENG_KCPU_E23_H
 #define ENG_KCPU_E23_H
 
 #include <stdint.h>
+
+static inline int64_t eng_e23_n_ckpt(int64_t T, int64_t C) { return (T + C - 1) / C; }
+
+/* Where ckpt's parts start in a batch row, and the row's length. */
+static inline int64_t eng_e23_ckpt_a_at(int64_t T, int64_t N, int64_t d, int64_t C) {
+  return eng_e23_n_ckpt(T, C) * N * d;
+}
+static inline int64_t eng_e23_ckpt_r_at(int64_t T, int64_t N, int64_t d, int64_t C) {
+  return eng_e23_ckpt_a_at(T, N, d, C) + T * N;
+}
+static inline int64_t eng_e23_ckpt_w_at(int64_t T, int64_t N, int64_t d, int64_t C) {
+  return eng_e23_ckpt_r_at(T, N, d, C) + T * N;
+}
+static inline int64_t eng_e23_ckpt_len(int64_t T, int64_t N, int64_t d, int64_t C) {
+  return eng_e23_ckpt_w_at(T, N, d, C) + T * d;
+}
 
 /* h0, tape0 may be NULL (zeros). */
 void eng_kcpu_e23_forward(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, const double *xw,

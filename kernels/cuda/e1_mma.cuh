@@ -69,25 +69,21 @@ template <> struct Pair<__half> {
 // W[i][r0 + jj]). With W 16-byte aligned (r0, R and d are multiples of 32, so every octet read is
 // too) by 16-byte loads: tr takes rows (i, i + 1) by an octet of columns and writes 8 pairs
 // (4-byte stores), consecutive threads consecutive row pairs, so a warp's stores into a row of Ws
-// are contiguous (no bank conflicts); element by element otherwise. Without tr, Ws's rows may lie
-// ld >= d apart (a multiple of 8). A __syncthreads must follow.
+// are contiguous (no bank conflicts); element by element otherwise. A __syncthreads must follow.
 template <typename T>
-__device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R, bool tr,
-                            int64_t ld = 0) {
+__device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R, bool tr) {
   static_assert(sizeof(T) == 2, "16-bit values");
-  if (ld == 0) ld = d;
   if ((reinterpret_cast<uintptr_t>(W) & 15) != 0) {
     for (int64_t k = threadIdx.x; k < R * d; k += blockDim.x) {
       if (tr) Ws[(k % R) * d + k / R] = W[(k / R) * d + r0 + k % R];
-      else Ws[(k / d) * ld + k % d] = W[r0 * d + k];
+      else Ws[k] = W[r0 * d + k];
     }
     return;
   }
   if (!tr) {
     const uint4 *src = reinterpret_cast<const uint4 *>(W + r0 * d);
     uint4 *dst = reinterpret_cast<uint4 *>(Ws);
-    const int64_t v = d / 8;  // 16-byte pieces a row
-    for (int64_t k = threadIdx.x; k < R * v; k += blockDim.x) dst[(k / v) * (ld / 8) + k % v] = src[k];
+    for (int64_t k = threadIdx.x; k < R * d / 8; k += blockDim.x) dst[k] = src[k];
     return;
   }
   const int64_t pairs = d / 2;
@@ -168,24 +164,6 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
                      "=r"(r[7])
                    : "r"(a), "r"(ld) : "memory");
     }
-  }
-
-  // An A fragment of a slice in shared memory, rows ld elements apart, as a shared-memory load
-  // (see load_b): wmma::load_matrix_sync makes generic 4-byte loads of it.
-  __device__ __forceinline__ static void load_a_shared(FA &f, const T *p, unsigned ld) {
-    const unsigned a = smem_addr(p);
-    unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
-    static_assert(sizeof(f.x) == 8 * sizeof(unsigned), "16-bit A of m32n8k16: 8 registers");
-    if constexpr (std::is_same<T, __nv_bfloat16>::value)
-      asm volatile("wmma.load.a.sync.aligned.row.m32n8k16.shared.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
-                     "=r"(r[7])
-                   : "r"(a), "r"(ld) : "memory");
-    else
-      asm volatile("wmma.load.a.sync.aligned.row.m32n8k16.shared.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
-                     "=r"(r[7])
-                   : "r"(a), "r"(ld) : "memory");
   }
 
   // Every warp: its partial product with state buffer `buf` into red; a __syncthreads must come

@@ -10,6 +10,7 @@
 #include "cuda/e1_cluster.cuh"
 #include "cuda/e1_mma.cuh"
 #include "cuda/e23.h"
+#include "cpu/e23.h"
 
 namespace {
 
@@ -21,6 +22,7 @@ template <typename T> struct P23 {
   const T *xw, *Wh, *Ww, *b, *h0, *tape0;
   T *hs, *hT, *tapeT;
   acc_t<T> *ckpt;
+  int64_t ck_len, ck_a, ck_r, ck_w;  // ckpt's row length and its trace's offsets (cpu/e23.h)
   // backward
   const T *hs_in;
   const acc_t<T> *ck_in;
@@ -29,7 +31,7 @@ template <typename T> struct P23 {
   acc_t<T> *scratch;  // per CTA: scratch + blockIdx.x * per_cta
   int64_t per_cta;
   int tape_smem;  // forward: the tape lives in shared memory
-  int tb_ws, tb_dh, tb_seg;  // e23_bwd_tc: W_write's slice, dH, the segment store on chip
+  int tb_dh, tb_seg;  // e23_bwd_tc: dH, the segment store on chip
 };
 
 // xw + b of a step is prefetched one step ahead (loaded into registers before a step's work,
@@ -294,6 +296,25 @@ __device__ void phase_attend(const Ctx<T, BG, CL> &c, bool step) {
   }
 }
 
+// The trace (cpu/e23.h) after step t's write: a_t and the next read weights r_{t+1} (rank 0; t =
+// -1: r_0 alone, after the initial scores) and w_t of the CTA's units.
+template <typename T, int BG, bool CL>
+__device__ void trace_step(const Ctx<T, BG, CL> &c, const P23<T> &p, int64_t t) {
+  for (int64_t k = threadIdx.x; k < BG * c.N; k += blockDim.x) {
+    const int64_t bi = c.batch((int)(k / c.N)), i = k % c.N;
+    if (c.rank != 0 || bi >= c.B) continue;
+    acc_t<T> *row = p.ckpt + bi * p.ck_len;
+    if (t >= 0) row[p.ck_a + t * c.N + i] = c.abuf[k];
+    if (t + 1 < c.nt) row[p.ck_r + (t + 1) * c.N + i] = c.rbuf[k];
+  }
+  if (t >= 0)
+    for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x) {
+      const int g = (int)(k / c.w);
+      const int64_t jj = k % c.w, bi = c.batch(g);
+      if (bi < c.B) p.ckpt[bi * p.ck_len + p.ck_w + t * c.d + c.c0 + jj] = c.wloc[g * c.R + jj];
+    }
+}
+
 // hbuf[0] = the state the chain starts from (h0 or hs[t0 - 1], or zero) for every unit.
 template <typename T, int BG, bool CL>
 __device__ void load_state(const Ctx<T, BG, CL> &c, const T *src, int64_t stride_b) {
@@ -334,13 +355,13 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
   const bool vec = CL ? c.vs : c.vg;
   phase_scores(c, Ww, vec, c.hbuf, false, (A *)nullptr);
   phase_attend(c, false);
-  const int64_t K = (p.nt + p.C - 1) / p.C;
+  trace_step(c, p, -1);
   for (int64_t t = 0; t < p.nt; t++) {
     if (t % p.C == 0)
       for (int64_t k = threadIdx.x; k < BG * p.N * c.w; k += blockDim.x) {
         const int g = (int)(k / (p.N * c.w));
         const int64_t i = (k / c.w) % p.N, jj = k % c.w, bi = c.batch(g);
-        if (bi < p.B) p.ckpt[((bi * K + t / p.C) * p.N + i) * p.d + c.c0 + jj] = c.tp(g, i, jj);
+        if (bi < p.B) p.ckpt[bi * p.ck_len + (t / p.C * p.N + i) * p.d + c.c0 + jj] = c.tp(g, i, jj);
       }
     A *hc = c.hbuf + (t & 1) * BG * p.d, *hn = c.hbuf + ((t + 1) & 1) * BG * p.d;
     const bool ahead = c.st && t + 1 < p.nt;
@@ -349,6 +370,7 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
     sync_all<CL>();
     phase_scores(c, Ww, vec, hn, true, (A *)nullptr);
     phase_attend(c, true);
+    trace_step(c, p, t);
     if (ahead) {
       park_x(c, t + 1, rx);
       __syncthreads();
@@ -426,7 +448,6 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   cluster_pos<true>(&rank, &cs, &group);
   if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
   const int64_t N = p.N, bg = p.bg, gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B;
-  const int64_t K = (p.nt + p.C - 1) / p.C;
   const TcLay l = tc_layout(d, N, R, bg, cs, NW);
   float *part = reinterpret_cast<float *>(tc_smem + l.part);
   float *rbuf = reinterpret_cast<float *>(tc_smem + l.rbuf);
@@ -460,7 +481,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     const int64_t at = (bi * N + i) * d + r0 + jj;
     const float v = p.tape0 && bi < B ? load(p.tape0 + at) : 0.f;
     tape[(g * N + i) * LT + jj] = v;
-    if (bi < B) p.ckpt[((bi * K) * N + i) * d + r0 + jj] = v;
+    if (bi < B) p.ckpt[bi * p.ck_len + i * d + r0 + jj] = v;
   }
   const int n = (int)threadIdx.x / (R / 2), r = 2 * ((int)threadIdx.x % (R / 2));
   const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
@@ -492,10 +513,20 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
         put_all<true>(at, s, cs);
     }
   };
-  auto attend = [&](bool step) {
+  // The weights of step t into the trace (cpu/e23.h): a_t and the next read weights r_{t+1} (t =
+  // -1: r_0 alone), by rank 0's last threads (the first ones finish the step's write and read).
+  auto attend = [&](int64_t t) {
     for (int g = warp; g < bg; g += NW)
-      attend_row<float>(part, (int)bg, g, N, cs, scale, step, lane, rbuf + g * N, abuf + g * N);
+      attend_row<float>(part, (int)bg, g, N, cs, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
     __syncthreads();
+    if (rank != 0) return;
+    for (int64_t k = (int)(blockDim.x - 1 - threadIdx.x); k < bg * N; k += blockDim.x) {
+      const int64_t bi = gb + k / N, i = k % N;
+      if (bi >= B) continue;
+      float *row = p.ckpt + bi * p.ck_len;
+      if (t >= 0) row[p.ck_a + t * N + i] = abuf[k];
+      if (t + 1 < p.nt) row[p.ck_r + (t + 1) * N + i] = rbuf[k];
+    }
   };
   // the read of the step to come: u = sum_i r_i H[i, (c, c + 1)]
   auto read = [&]() {
@@ -509,7 +540,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   sync_all<true>();  // every CTA started and initialized before the first remote store
   scores(false);
   sync_all<true>();
-  attend(false);
+  attend(-1);
   if (fin) read();
   int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
   // A step: h_t = tanh(W_h h_{t-1} + xw + b + u) into state buffer (t + 1) & 1 of every CTA; w =
@@ -545,11 +576,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
       const float2 s = sw.sum(n, r);
       w[0] = s.x, w[1] = s.y;
       *reinterpret_cast<float2 *>(wl + n * R + r) = s;
+      *reinterpret_cast<float2 *>(p.ckpt + (gb + n) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
     }
     __syncthreads();
     scores(true);
     px.wait(0);
-    attend(true);
+    attend(t);
     if (fin) {  // the write H <- (1 - a) H + a w^T of this thread's columns, then the next read
       // (32-bit indices, unrolled: with one batch row a cluster this loop is a single warp's
       // while the others wait at the next barrier)
@@ -571,7 +603,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
         u[0] = u0, u[1] = u1;
       };
       if (t + 1 == next_ck && t + 1 < p.nt)
-        write(p.ckpt + ((gb + n) * K + seg) * N * d + c);
+        write(p.ckpt + (gb + n) * p.ck_len + seg * N * d + c);
       else
         write(nullptr);
     }
@@ -637,7 +669,7 @@ __global__ void __launch_bounds__(kThreads) e23_bwd(P23<T> p) {
     for (int64_t k = threadIdx.x; k < BG * N * c.w; k += blockDim.x) {
       const int g = (int)(k / (N * c.w));
       const int64_t i = (k / c.w) % N, jj = k % c.w, bi = c.batch(g);
-      c.tp(g, i, jj) = bi < p.B ? p.ck_in[((bi * K + kseg) * N + i) * d + c.c0 + jj] : (A)0;
+      c.tp(g, i, jj) = bi < p.B ? p.ck_in[bi * p.ck_len + (kseg * N + i) * d + c.c0 + jj] : (A)0;
     }
     if (t0 > 0)
       load_state(c, p.hs_in + (t0 - 1) * d, p.nt * d);
@@ -903,12 +935,11 @@ template <typename T> struct FwdTc23 {
 // The tensor-core backward's plan (bf16: the gradients dw and dpre are unbounded, f16's range would
 // lose them): the forward's tiling and batch rows per cluster, fewer rows only where even the
 // smallest on-chip set does not fit. What goes to global scratch (L2) first: the segment store
-// (C slots), then W_write's slice (read once a replay step) if that keeps the store or dH on chip,
-// dH (read and written several times a step) last.
+// (C slots), then dH (read and written several times a step).
 struct TbPlan23 {
   Plan pl;
   tc::Tiling tl;
-  bool ws, dh, seg;
+  bool dh, seg;
   int64_t per_cta;
 };
 inline bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, const DeviceInfo &info,
@@ -917,17 +948,17 @@ inline bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, const DeviceIn
 #define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
   constexpr tc::Tiling tilings[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
 #undef E23_TC_ENTRY
-  constexpr bool places[][3] = {{1, 1, 1}, {1, 1, 0}, {0, 1, 1}, {0, 1, 0}, {1, 0, 0}, {0, 0, 0}};
+  constexpr bool places[][2] = {{1, 1}, {1, 0}, {0, 0}};  // dH, seg on chip
   for (const tc::Tiling &tl : tilings) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
     for (int g = pick_bg(B, cs, info.sms); g >= 1; g /= 2)
       for (const auto &pk : places) {
-        const size_t smem = tb_layout(d, N, R, g, cs, tl.nw, C, pk[0], pk[1], pk[2]).total;
+        const size_t smem = tb_layout(d, N, R, g, cs, tl.nw, C, pk[0], pk[1]).total;
         if (smem <= (size_t)info.smem_optin) {
-          *out = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1], pk[2],
-                          tb_scratch(N, R, g, C, pk[1], pk[2])};
+          *out = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1],
+                          tb_scratch(N, R, g, C, pk[0], pk[1])};
           return true;
         }
       }
@@ -949,28 +980,24 @@ template <typename T> struct BwdTc23 {
   }
 };
 
-// The tensor-core backward's plan where it runs for these sizes and buffers: a tiling fits, the
-// clusters can be scheduled, hs allows 16-byte row loads and (W_write's slice off chip) W_write
-// 32-byte fragment loads. The scratch query passes no buffers: it asks for the larger of the two
-// kernels' scratch wherever this plan exists.
+// The tensor-core backward's plan where it runs for these sizes: a tiling fits and the clusters
+// can be scheduled. The scratch query asks for the larger of the two kernels' scratch wherever
+// this plan exists.
 template <typename T>
-bool tb_final(int64_t B, int64_t N, int64_t d, int64_t C, const void *hs, const void *Ww,
-              bool query, TbPlan23 *tp) {
+bool tb_final(int64_t B, int64_t N, int64_t d, int64_t C, bool query, TbPlan23 *tp) {
   DeviceInfo info;
   if (device_info(&info) || !tb_plan23(B, N, d, C, info, tp)) return false;  // errors: v1 reports
   if (query) return true;
   auto kernel = BwdTc23<T>::get(tp->tl);
-  return kernel && reinterpret_cast<uintptr_t>(hs) % 16 == 0 &&
-         (tp->ws || reinterpret_cast<uintptr_t>(Ww) % 32 == 0) &&
-         cluster_fits(kernel, tp->pl, 32u * (unsigned)tp->tl.nw);
+  return kernel && cluster_fits(kernel, tp->pl, 32u * (unsigned)tp->tl.nw);
 }
 
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
   if constexpr (BWD && std::is_same_v<T, __nv_bfloat16>) {
     TbPlan23 tp;
-    if (tb_final<T>(p.B, p.N, p.d, p.C, p.hs_in, p.Ww, false, &tp)) {
+    if (tb_final<T>(p.B, p.N, p.d, p.C, false, &tp)) {
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
-      p.tb_ws = tp.ws, p.tb_dh = tp.dh, p.tb_seg = tp.seg;
+      p.tb_dh = tp.dh, p.tb_seg = tp.seg;
       p.scratch = static_cast<acc_t<T> *>(scratch);
       return launch(BwdTc23<T>::get(tp.tl), tp.pl,
                     (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
@@ -1002,6 +1029,13 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
   return launch(Pick<T, BWD>::get(pl.pl.cl, pl.pl.bg), pl.pl, (unsigned)pl.ctas, stream, p);
 }
 
+template <typename T> void set_ckpt_layout(P23<T> *p) {
+  p->ck_len = eng_e23_ckpt_len(p->nt, p->N, p->d, p->C);
+  p->ck_a = eng_e23_ckpt_a_at(p->nt, p->N, p->d, p->C);
+  p->ck_r = eng_e23_ckpt_r_at(p->nt, p->N, p->d, p->C);
+  p->ck_w = eng_e23_ckpt_w_at(p->nt, p->N, p->d, p->C);
+}
+
 }  // namespace
 
 extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64_t d, int64_t C,
@@ -1013,7 +1047,7 @@ extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64
     *bytes = (size_t)(pl.per_cta * pl.ctas) * sizeof(acc_t<T>);
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       TbPlan23 tp;
-      if (backward && tb_final<T>(B, N, d, C, nullptr, nullptr, true, &tp)) {
+      if (backward && tb_final<T>(B, N, d, C, true, &tp)) {
         const size_t tb = (size_t)(tp.per_cta * ((B + tp.pl.bg - 1) / tp.pl.bg) * tp.pl.cs) * sizeof(float);
         *bytes = tb > *bytes ? tb : *bytes;
       }
@@ -1033,6 +1067,7 @@ extern "C" int eng_kcuda_e23_forward(eng_dtype_t dt, int64_t B, int64_t T_, int6
     p.xw = (const T *)xw, p.Wh = (const T *)Wh, p.Ww = (const T *)Ww, p.b = (const T *)b;
     p.h0 = (const T *)h0, p.tape0 = (const T *)tape0;
     p.hs = (T *)hs, p.hT = (T *)hT, p.tapeT = (T *)tapeT, p.ckpt = (acc_t<T> *)ckpt;
+    set_ckpt_layout(&p);
     return (int)run<T, false>(p, scratch, stream);
   })
   return 0;
@@ -1051,6 +1086,7 @@ extern "C" int eng_kcuda_e23_backward(eng_dtype_t dt, int64_t B, int64_t T_, int
     p.h0 = (const T *)h0, p.hs_in = (const T *)hs, p.ck_in = (const acc_t<T> *)ckpt;
     p.dhs = (const T *)dhs, p.dhT = (const T *)dhT, p.dtapeT = (const T *)dtapeT;
     p.dxw = (T *)dxw, p.dw = (T *)dw, p.dh0 = (T *)dh0, p.dtape0 = (T *)dtape0;
+    set_ckpt_layout(&p);
     return (int)run<T, true>(p, scratch, stream);
   })
   return 0;

@@ -14,7 +14,8 @@
  * checkpoint into a scratch buffer (the segment's tapes), then walks it backwards with two cluster
  * barriers per step, holding W_h^T and W_write^T slices on chip. For 16-bit values at d = 256 and
  * 512 the forward's products run on tensor cores, and for bf16 there the backward's too (its
- * replay then takes h from hs). */
+ * replay then takes a, r and w from the trace that every forward writes into ckpt, and exchanges
+ * nothing). */
 #ifndef ENG_KCUDA_E23_H
 #define ENG_KCUDA_E23_H
 
@@ -33,7 +34,8 @@ int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64_t d, int64
                           size_t *bytes);
 
 /* xw, hs [B,T,d]; Wh, Ww [d,d]; b [d]; h0 (NULL: zero), hT [B,d]; tape0 (NULL: zero), tapeT
- * [B,N,d]; ckpt [B,ceil(T/C),N,d] in the state dtype (f32; f64 for f64). */
+ * [B,N,d]; ckpt [B,eng_e23_ckpt_len] (cpu/e23.h: checkpoints, then the trace a, r, w) in the
+ * state dtype (f32; f64 for f64). */
 int eng_kcuda_e23_forward(eng_dtype_t dt, int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
                           const void *xw, const void *Wh, const void *Ww, const void *b,
                           const void *h0, const void *tape0, void *hs, void *hT, void *tapeT,

@@ -6,34 +6,31 @@
 // Two tc::Steps keep the fragments of the CTA's rows of W_write^T and W_h^T in registers; they
 // share tc::Step's state buffers: buffer 0 carries dw (the write's gradient) and buffer 1 dpre,
 // each as hi and lo parts, written into every CTA. Each segment of C steps is replayed from its
-// checkpoint with h_t taken from hs: w_t = W_write h_t (a product with the W_write slice read from
-// shared memory, or L2, per step; h_t is exact in bf16, so no lo part), the scores H_t h_t and
-// w . h_t summed over the cluster, a_t and r_{t+1} from them as in the forward, and H_{t+1} =
-// (1 - a) H_t + a w^T into the segment store. The walk back then exchanges twice a step: dw and
-// the partial da = dH . (w - H), then dpre and the partial dr = H . dpre.
+// checkpoint with the forward's trace (cpu/e23.h): a_t, r_t and w_t are read from ckpt and
+// H_{t+1} = (1 - a_t) H_t + a_t w_t^T element by element into the segment store, with nothing to
+// exchange. The walk back then exchanges twice a step: dw and the partial da = dH . (w - H), then
+// dpre and the partial dr = H . dpre.
 //
 // Arrays indexed by slot i, batch row g and unit jj are laid out [i][g][R] (f32): the pair thread
 // reads float2 at (g = n, jj = c - r0), the slot thread float4 runs along jj. The tape gradient
 // dH [N][bg][R] and the segment store seg [C][N + 1][bg][R] (slot N: w_t) live in shared memory
-// when they fit, else in the CTA's global scratch (L2); the W_write slice, else read from W_write.
+// when they fit, else in the CTA's global scratch (L2).
 //
 // A step's exchanges are st_async fills counted on the receiver's mbarriers (cuda/async_fill.cuh:
 // no cluster barrier, whose release costs a GPU-scope membar a step on Hopper); why no CTA
-// refills a buffer that another still reads is argued at the fills. Cluster barriers only open
-// each segment's replay (the first one also publishes the mbarriers' initialization, before any
-// remote store), its initial scores and its walk; every fill is waited for before the next one.
+// refills a buffer that another still reads is argued at the walk. One cluster barrier publishes
+// the mbarriers' initialization before any remote store; every fill is waited for before the next.
 
-// Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the W_write slice
-// [R][d + 8] bf16 (when ws), the partial sums part1/part2 [cs][bg][N + 1], a [C][bg][N], r
-// [C + 1][bg][N], the softmax gradients dsa/dsr [bg][N], h, w and dpre of the CTA's units
-// [bg][R], then dH and seg when on chip, and the fills' six mbarriers. The transposed slices are
-// staged at wsl (or, without ws, over everything from red on) before their fragments are loaded
-// (the mbarriers are initialized after).
+// Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial sums
+// part1/part2 [cs][bg][N], a and r [C][bg][N], the softmax gradients dsa/dsr [bg][N], dpre of the
+// CTA's units [bg][R], then dH and seg when on chip, and the fills' four mbarriers. The transposed
+// slices are staged over everything from red on before their fragments are loaded (the mbarriers
+// are initialized after).
 struct TbLay {
-  size_t red, wsl, part1, part2, as, rs, dsa, dsr, hl, wl, dpl, dh, seg, bars, total;
+  size_t red, part1, part2, as, rs, dsa, dsr, dpl, dh, seg, bars, total;
 };
 __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
-                                           int nw, int64_t C, bool ws, bool dh_on, bool seg_on) {
+                                           int nw, int64_t C, bool dh_on, bool seg_on) {
   TbLay l{};
   size_t at = tc::hb_bytes(d);
   auto take = [&](size_t bytes) {  // 32-byte aligned: wmma pointers
@@ -43,19 +40,16 @@ __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int6
   };
   const size_t f = sizeof(float), slot = (size_t)bg * R * f;
   l.red = take((size_t)nw * 8 * tc::ldr(R) * f);
-  l.wsl = ws ? take((size_t)R * tc::ldh(d) * 2) : l.red;  // rows padded: conflict-free A loads
-  l.part1 = take((size_t)cs * bg * (N + 1) * f);
-  l.part2 = take((size_t)cs * bg * (N + 1) * f);
+  l.part1 = take((size_t)cs * bg * N * f);
+  l.part2 = take((size_t)cs * bg * N * f);
   l.as = take((size_t)C * bg * N * f);
-  l.rs = take((size_t)(C + 1) * bg * N * f);
+  l.rs = take((size_t)C * bg * N * f);
   l.dsa = take((size_t)bg * N * f);
   l.dsr = take((size_t)bg * N * f);
-  l.hl = take(slot);
-  l.wl = take(slot);
   l.dpl = take(slot);
   l.dh = dh_on ? take((size_t)N * slot) : 0;
   l.seg = seg_on ? take((size_t)C * (N + 1) * slot) : 0;
-  l.bars = take(6 * 8);
+  l.bars = take(4 * 8);
   const size_t staged = l.red + (size_t)R * d * 2;
   l.total = at > staged ? at : staged;
   return l;
@@ -82,20 +76,8 @@ __device__ inline void softmax_back(const float *part, int bg, int g, int64_t N,
   for (int64_t i = lane; i < N; i += 32) out[i] = p[i] * (out[i] - dot);
 }
 
-// The pair thread's parts of the slot loops that store while they load; __restrict__ lets the
-// loads of later slots (from L2 where the segment store is off chip) run ahead of the stores.
-// H_{t+1}[i] = (1 - a_i) H_t[i] + a_i w at the pair (H, Hn: the pair's column in slot 0).
-__device__ __forceinline__ void write_tape(int N, int SL, const float *__restrict__ H,
-                                           float *__restrict__ Hn, const float *__restrict__ a,
-                                           float2 w) {
-#pragma unroll 8
-  for (int i = 0; i < N; i++) {
-    const float ai = a[i];
-    const float2 x = *reinterpret_cast<const float2 *>(H + i * SL);
-    *reinterpret_cast<float2 *>(Hn + i * SL) =
-        make_float2((1.f - ai) * x.x + ai * w.x, (1.f - ai) * x.y + ai * w.y);
-  }
-}
+// The pair thread's part of a slot loop that stores while it loads; __restrict__ lets the loads
+// of later slots (from L2 where the segment store is off chip) run ahead of the stores.
 // Returns sum_i ds_i H[i] at the pair and adds scale ds_i hp to dH[i].
 __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restrict__ H,
                                             float *__restrict__ dH, const float *__restrict__ ds,
@@ -117,43 +99,12 @@ __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restri
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
 
-// The replay's w = W_write h_t: tc::Step::product with the A fragments loaded from `wa` each time
-// (the slice [R][D]: in shared memory with rows tc::ldh(D) apart when SMEM, else W_write's rows in
-// global memory) and the state's hi part only (h_t is exact in T).
-template <bool SMEM, typename T, int MT, int KS, int NW>
-__device__ __forceinline__ void replay_product(const tc::Step<T, MT, KS, NW> &st, const T *wa,
-                                               int buf) {
-  using S = tc::Step<T, MT, KS, NW>;
-  constexpr unsigned lda = (unsigned)(SMEM ? tc::ldh(S::D) : S::D);
-  typename S::FC acc[MT];
-#pragma unroll
-  for (int m = 0; m < MT; m++) nvcuda::wmma::fill_fragment(acc[m], 0.f);
-  const T *hi = st.row(buf, 0, 0);
-#pragma unroll 1
-  for (int s = 0; s < KS; s++) {
-    const int k0 = (st.warp * KS + s) * 16;
-    typename S::FB bh;
-    S::load_b(bh, hi + k0);
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      typename S::FA a;
-      if constexpr (SMEM) S::load_a_shared(a, wa + m * 32 * lda + k0, lda);
-      else nvcuda::wmma::load_matrix_sync(a, wa + m * 32 * lda + k0, lda);
-      nvcuda::wmma::mma_sync(acc[m], a, bh, acc[m]);
-    }
-  }
-#pragma unroll
-  for (int m = 0; m < MT; m++)
-    nvcuda::wmma::store_matrix_sync(st.red + st.warp * 8 * tc::ldr(S::R) + m * 32, acc[m],
-                            (unsigned)tc::ldr(S::R), nvcuda::wmma::mem_col_major);
-}
-
 template <typename T, int MT, int KS, int NW>
 __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
   using P = tc::Pair<T>;
   constexpr int R = S::R;
-  constexpr int64_t d = S::D, VR = d / 8;  // 16-byte pieces of a state row
+  constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
@@ -162,16 +113,16 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   const int N = (int)p.N, bg = (int)p.bg, C = (int)p.C, SL = bg * R;  // SL: floats a slot
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
   const int64_t K = (nt + C - 1) / C;
-  const TbLay l = tb_layout(d, N, R, bg, cs, NW, C, p.tb_ws, p.tb_dh, p.tb_seg);
+  const TbLay l = tb_layout(d, N, R, bg, cs, NW, C, p.tb_dh, p.tb_seg);
   auto sm = [&](size_t at) { return reinterpret_cast<float *>(tc_smem + at); };
   float *part1 = sm(l.part1), *part2 = sm(l.part2), *as = sm(l.as), *rs = sm(l.rs);
-  float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *hl = sm(l.hl), *wl = sm(l.wl), *dpl = sm(l.dpl);
+  float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
   float *glob = p.scratch + blockIdx.x * p.per_cta;
   float *dH = p.tb_dh ? sm(l.dh) : glob;
   float *seg = p.tb_seg ? sm(l.seg) : glob + (p.tb_dh ? 0 : N * SL);
-  // prologue: the fragments of W_h^T's and W_write^T's rows, then W_write's rows for the replay
+  // prologue: the fragments of W_h^T's and W_write^T's rows, staged in turn over red onwards
   S sh(tc_smem), sw(tc_smem);
-  T *Ws = reinterpret_cast<T *>(tc_smem + l.wsl);
+  T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
   tc::stage_slice(Ws, p.Wh, d, r0, R, true);
   sh.init_state((const T *)nullptr, gb, bg, B);  // every row zero; rows >= bg stay so
   __syncthreads();
@@ -180,20 +131,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   tc::stage_slice(Ws, p.Ww, d, r0, R, true);
   __syncthreads();
   sw.load_a(Ws);
-  __syncthreads();
-  const T *wa = p.Ww + r0 * d;  // the replay's A: W_write's rows, on chip or in L2
-  if (p.tb_ws) {
-    tc::stage_slice(Ws, p.Ww, d, r0, R, false, tc::ldh(d));
-    wa = Ws;
-  }
-  __syncthreads();  // without ws the staging area (and the mbarriers' space) is reused below
-  // The fills: rx the replay's partial scores, every CTA's bg x (N + 1), into part1 / part2 by
-  // step parity; sx dw / dpre into state buffer 0 / 1, hi and lo of the group's real rows (the
-  // rows past B stay zero); dx the walk's partial da / dr, every CTA's bg x N, into part1 / part2.
-  AsyncFills<2> rx, sx, dx;
-  rx.init(tc_smem + l.bars, (uint32_t)(cs * bg * (N + 1) * (int)sizeof(float)));
-  sx.init(tc_smem + l.bars + 16, (uint32_t)(2 * min((int64_t)bg, B - gb) * d * (int64_t)sizeof(T)));
-  dx.init(tc_smem + l.bars + 32, (uint32_t)(cs * bg * N * (int)sizeof(float)));
+  __syncthreads();  // the staging area (and the mbarriers' space) is reused below
+  // The fills: sx dw / dpre into state buffer 0 / 1, hi and lo of the group's real rows (the rows
+  // past B stay zero); dx the partial da / dr, every CTA's bg x N, into part1 / part2.
+  AsyncFills<2> sx, dx;
+  sx.init(tc_smem + l.bars, (uint32_t)(2 * min((int64_t)bg, B - gb) * d * (int64_t)sizeof(T)));
+  dx.init(tc_smem + l.bars + 16, (uint32_t)(cs * bg * N * (int)sizeof(float)));
   for (int k = (int)threadIdx.x; k < N * SL; k += (int)blockDim.x) {
     const int i = k / SL, g = (k / R) % bg;
     const int64_t bi = gb + g;
@@ -217,34 +160,6 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     return fin ? make_float2(load(p.dhs + base + t * d), load(p.dhs + base + t * d + 1))
                : make_float2(0.f, 0.f);
   };
-  // h_t of the group's rows (every unit) into state buffer buf's hi part: asynchronous copies,
-  // complete after rows_wait() and a barrier. Rows past B stay zero (never written).
-  auto fetch_rows = [&](int64_t t, int buf) {
-    for (int k = tid; k < bg * (int)VR; k += nth) {
-      const int g = k / (int)VR;
-      if (gb + g >= B) continue;
-      const unsigned dst = (unsigned)__cvta_generic_to_shared(sw.row(buf, 0, g) + (k % VR) * 8);
-      const T *src = p.hs_in + ((gb + g) * nt + t) * d + (k % VR) * 8;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  auto rows_wait = [] { asm volatile("cp.async.wait_all;" ::: "memory"); };
-  // this CTA's partial scores H_t h (slots < N) and w . h (slot N, step only) into every CTA: a
-  // step's counted by rx's mbarrier `bar`, the initial ones plain stores before a cluster barrier
-  auto scores = [&](float *part, const float *Hs, bool step, uint32_t bar) {
-    const int slots = N + 1;
-    for (int k = tid; k < bg * slots; k += nth) {
-      const int g = k / slots, i = k % slots;
-      if (i == N && !step) continue;
-      const float s = dot16<R>((i < N ? Hs + i * SL : wl) + g * R, hl + g * R);
-      float *at = part + (rank * bg + g) * slots + i;
-      if (step)
-        put_all_async<S::CS>(at, s, bar);
-      else
-        put_all<true>(at, s, cs);
-    }
-  };
   // carry: dL/dh_t from the steps after t plus dhs_t (dh_T alone after the last step)
   float2 carry = make_float2(0.f, 0.f), hcur = carry;  // hcur: the pair's h_t
   if (fin && p.dhT) carry = make_float2(load(p.dhT + (gb + n) * d + c), load(p.dhT + (gb + n) * d + c + 1));
@@ -252,70 +167,50 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     const float2 g = dhs_at(nt - 1);
     hcur = hval(nt - 1), carry.x += g.x, carry.y += g.y;
   }
+  sync_all<true>();  // every CTA's mbarriers initialized before the first remote fill
   for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
     const int64_t t0 = kseg * C;
     const int L = (int)min((int64_t)C, nt - t0);
-    // ---- replay: the segment's tapes, w, a and r ----
+    // ---- replay: the segment's tapes from its checkpoint and the trace (rows past B: zeros) ----
     for (int k = tid; k < N * SL; k += nth) {
       const int i = k / SL, g = (k / R) % bg;
       const int64_t bi = gb + g;
-      seg[k] = bi < B ? p.ck_in[((bi * K + kseg) * N + i) * d + r0 + k % R] : 0.f;
+      seg[k] = bi < B ? p.ck_in[bi * p.ck_len + (kseg * N + i) * d + r0 + k % R] : 0.f;
     }
-    for (int k = tid; k < SL; k += nth) {
-      const int64_t bi = gb + k / R, j = r0 + k % R;
-      const T *src = t0 > 0 ? p.hs_in + (bi * nt + t0 - 1) * d + j : p.h0 ? p.h0 + bi * d + j : nullptr;
-      hl[k] = bi < B && src ? load(src) : 0.f;
+    for (int k = tid; k < L * bg * N; k += nth) {  // a_t and r_t, [s][g][i]
+      const int s = k / (bg * N), i = k % N;
+      const int64_t bi = gb + (k / N) % bg, at = (t0 + s) * N + i;
+      as[k] = bi < B ? p.ck_in[bi * p.ck_len + p.ck_a + at] : 0.f;
+      rs[k] = bi < B ? p.ck_in[bi * p.ck_len + p.ck_r + at] : 0.f;
     }
-    fetch_rows(t0, 0);
-    rows_wait();
-    sync_all<true>();  // every CTA started, done with the previous walk's part buffers
-    scores(part2, seg, false, 0u);
-    sync_all<true>();
-    for (int g = warp; g < bg; g += NW)
-      attend_row<float>(part2, (int)bg, g, N, cs, scale, false, lane, rs + g * N, (float *)nullptr);
+    for (int k = tid; k < L * SL; k += nth) {  // w_t into slot N of step s's store
+      const int s = k / SL;
+      const int64_t bi = gb + (k / R) % bg;
+      seg[(s * (N + 1) + N) * SL + k % SL] =
+          bi < B ? p.ck_in[bi * p.ck_len + p.ck_w + (t0 + s) * d + r0 + k % R] : 0.f;
+    }
     __syncthreads();
-    // Step s's scores fill part1 / part2 (s even / odd): CTA Q fills that buffer at step s after
-    // its wait for step s - 1's fill, which CTA P sends only after its softmax of step s - 2 (of
-    // the initial scores when s = 1; s = 0 follows the cluster barriers above) last read the
-    // buffer. One buffer would not do: Q's step s + 1 fill could land while P still reads step
-    // s's. The fills' phases run on across segments: every CTA waits for each fill once.
-    for (int s = 0; s < L; s++) {
-      const int buf = (int)(s & 1);
-      float *Hs = seg + s * (N + 1) * SL, *part = buf ? part2 : part1;
-      const bool more = s + 1 < L;
-      if (more) fetch_rows(t0 + s + 1, buf ^ 1);  // in flight during this step
-      if (p.tb_ws) replay_product<true>(sw, wa, buf);
-      else replay_product<false>(sw, wa, buf);
-      __syncthreads();
-      if (act) {
-        const float2 w = sw.sum(n, r);
-        const float2 h = P::unpack(*reinterpret_cast<const typename P::type *>(sw.row(buf, 0, n) + c));
-        *pair_at(hl) = h;
-        *pair_at(wl) = w;
-        *pair_at(Hs + N * SL) = w;
-      }
-      __syncthreads();
-      scores(part, Hs, true, rx.of(buf));
-      rx.wait(buf);
-      for (int g = warp; g < bg; g += NW)
-        attend_row<float>(part, (int)bg, g, N, cs, scale, true, lane, rs + ((s + 1) * bg + g) * N,
-                          as + (s * bg + g) * N);
-      rows_wait();
-      __syncthreads();
-      if (act && more) {  // H_{t+1} = (1 - a) H_t + a w^T, this thread's columns
-        write_tape(N, SL, Hs + me, Hs + (N + 1) * SL + me, as + (s * bg + n) * N, *pair_at(wl));
+    // H_{t+1} = (1 - a_t) H_t + a_t w_t^T (the forward's expression), a thread an element
+    for (int k = tid; k < N * SL; k += nth) {
+      const int i = k / SL, g = (k / R) % bg, jj = k % R;
+      float x = seg[k];
+      for (int s = 0; s + 1 < L; s++) {
+        const float ai = as[(s * bg + g) * N + i];
+        x = (1.f - ai) * x + ai * seg[(s * (N + 1) + N) * SL + g * R + jj];
+        seg[(s + 1) * (N + 1) * SL + k] = x;
       }
     }
-    sync_all<true>();  // every CTA done with the replay's part buffers (and seg, a, r written)
+    __syncthreads();
     // ---- the walk back ----
     // A step fills state buffer 0 (dw, sx) and part1 (da, dx), then buffer 1 (dpre) and part2
     // (dr); one copy of each: CTA Q fills buffer 0 and part1 at step t after its wait for step
     // t + 1's dpre, which CTA P sends only after a __syncthreads that follows its step t + 1
     // product over buffer 0 and softmax over part1; Q fills buffer 1 and part2 after its waits
     // for step t's dw and da, which P sends only after its step t + 1 softmax over part2 and
-    // product over buffer 1 (the barrier ending the step between); a walk's first step follows
-    // the cluster barrier above. Every CTA sends some of each fill to every CTA, itself included,
-    // so no phase completes before its last reader waited.
+    // product over buffer 1 (the barrier ending the step between). This holds across segments
+    // (the replay exchanges nothing); the first step follows the cluster barrier before the
+    // segments. Every CTA sends some of each fill to every CTA, itself included, so no phase
+    // completes before its last reader waited.
     for (int s = L - 1; s >= 0; s--) {
       const int64_t t = t0 + s;
       const float2 hprv = hval(t - 1);  // h_{t-1}, needed last

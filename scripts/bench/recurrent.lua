@@ -175,7 +175,8 @@ function runners.e23(c, dtype)
   r.fwd_peak = peak_bytes(function() return F.e23_forward(xw, Wh, Ww, b, opts) end)
   r.bwd_peak = peak_bytes(bwd)
   local seq, w = c.B * c.T * c.d * 2, c.d * c.d * 2
-  local ck_bytes = c.B * math.ceil(c.T / c.C) * c.N * c.d * 4
+  -- ckpt (f32): the tape checkpoints, then the a, r and w trace of every step
+  local ck_bytes = c.B * (math.ceil(c.T / c.C) * c.N * c.d + c.T * (2 * c.N + c.d)) * 4
   r.fwd_floor, r.fwd_floor_why = e_floors(c, 2 * seq + 2 * w + ck_bytes, 0, 2)
   r.bwd_floor, r.bwd_floor_why = e_floors(c, 6 * seq + 4 * w + ck_bytes, 4 * c.B * c.T * c.d * c.d, 4)
   r.extra = string.format("per step: fwd %.2f us (target 3, published 24.3), bwd %.2f us (target 6)",

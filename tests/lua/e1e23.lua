@@ -124,8 +124,16 @@ t.case("e23 is the dual-memory cell", function()
   t.near(hT:tolist(), {rh}, 1e-12)
   t.near(tapeT:tolist(), {rH}, 1e-12)
   local _, _, _, ck = F.e23_forward(xw, Wh, Ww, b, {state = h0, tape = tape0, ckpt_every = 2})
-  t.eq(ck:shape(), {1, 2, 3, 2})
-  t.near(ck:tolist()[1][1], TAPE[1], 0, "the first checkpoint is tape0")
+  -- ckpt [B, W]: 2 checkpoints of 3x2, then a [3][3], r [3][3], w [3][2]
+  t.eq(ck:shape(), {1, 2 * 3 * 2 + 3 * (2 * 3 + 2)})
+  local row, first = ck:tolist()[1], {}
+  for i = 1, 3 do first[i] = {row[2 * i - 1], row[2 * i]} end
+  t.near(first, TAPE[1], 0, "the first checkpoint is tape0")
+  for s = 0, 5 do -- a_t and r_t are softmaxes
+    local sum = 0
+    for i = 1, 3 do sum = sum + row[12 + 3 * s + i] end
+    t.near(sum, 1, 1e-12, "a and r sum to 1")
+  end
   -- without a tape, n_slots says how many slots
   local _, _, t2 = F.e23(xw, Wh, Ww, b, {n_slots = 4})
   t.eq(t2:shape(), {1, 4, 2})

@@ -60,7 +60,7 @@ eng_status_t eng_cuda_e23_backward(const eng_op_call_t *call) {
   if (!st) st = eng_call_contiguous_inputs(call, c);
   if (st) return st;
   const eng_dtype_t dt = c[0]->dtype;
-  const int64_t *s = c[0]->shape, N = c[6]->shape[2], C = call->attrs.i[0];
+  const int64_t *s = c[0]->shape, N = call->out[5]->shape[1], C = call->attrs.i[0];  // dtape0 [B,N,d]
   st = eng_tensor_to_dtype(c[6], eng_es_state_dtype(dt), &ck);
   if (!st) st = scratch(op, dt, s, N, C, 1, dev, &work);
   if (!st) st = eng_tensor_empty(s, 3, dt, dev, &dw);

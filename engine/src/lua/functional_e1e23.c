@@ -132,8 +132,9 @@ static const lt_reg_t regs[] = {
      NULL},
     {"e23_forward", f_e23_forward,
      "hs, h_T, tape_T, ckpt = engine.F.e23_forward(xw, W_h, W_write, b[, opts])",
-     "engine.F.e23, also returning the tape checkpoints [B, ceil(T/C), N, d] (f32) that "
-     "e23_backward replays from.",
+     "engine.F.e23, also returning ckpt [B, W] (f32; f64 for f64 values), W = ceil(T/C)*N*d + "
+     "T*(2N + d): per batch row the tapes before steps 0, C, 2C, ... that e23_backward replays "
+     "from, then the trace of a [T,N], r [T,N] and w [T,d].",
      NULL},
     {"e23_backward", f_e23_backward,
      "dxw, dW_h, dW_write, db, dh0, dtape0 = engine.F.e23_backward(xw, W_h, W_write, b, h0, hs, "

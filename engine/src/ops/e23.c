@@ -7,8 +7,8 @@
 #include "ops/ops_internal.h"
 
 /* ---- e23: in xw, W_h, W_write, b, h0 (optional), tape0 (optional); attrs i[0] n_slots (0: from
- * tape0), i[1] checkpoint interval C; out hs, h_T, tape_T, ckpt [B, ceil(T/C), N, d] (the state
- * dtype) ---- */
+ * tape0), i[1] checkpoint interval C; out hs, h_T, tape_T, ckpt [B, eng_e23_ckpt_len] (the state
+ * dtype: per batch row the tape checkpoints, then the a, r and w trace; see cpu/e23.h) ---- */
 
 eng_status_t eng_infer_e23(eng_op_call_t *call) {
   const char *op = eng_call_name(call);
@@ -27,7 +27,7 @@ eng_status_t eng_infer_e23(eng_op_call_t *call) {
     return eng_error(ENG_ERR_ARG, "%s: the checkpoint interval must be >= 1, got %lld", op,
                      (long long)C);
   const int64_t seq[3] = {B, T, d}, sq[2] = {d, d}, row[2] = {B, d}, tape[3] = {B, N, d};
-  const int64_t ck[4] = {B, (T + C - 1) / C, N, d};
+  const int64_t ck[2] = {B, eng_e23_ckpt_len(T, N, d, C)};
   if ((st = eng_es_need(op, "W_h", call->in[1], dt, 2, sq))) return st;
   if ((st = eng_es_need(op, "W_write", call->in[2], dt, 2, sq))) return st;
   if ((st = eng_es_need(op, "b", call->in[3], dt, 1, &d))) return st;
@@ -37,7 +37,7 @@ eng_status_t eng_infer_e23(eng_op_call_t *call) {
   eng_es_meta(call, 0, dt, 3, seq);
   eng_es_meta(call, 1, dt, 2, row);
   eng_es_meta(call, 2, dt, 3, tape);
-  eng_es_meta(call, 3, eng_es_state_dtype(dt), 4, ck);
+  eng_es_meta(call, 3, eng_es_state_dtype(dt), 2, ck);
   return ENG_OK;
 }
 
@@ -54,8 +54,9 @@ eng_status_t eng_cpu_e23(const eng_op_call_t *call) {
   return eng_es_finish(call, c, o);
 }
 
-/* ---- e23_backward: in xw, W_h, W_write, b, h0 (optional), hs, ckpt (any float dtype), dhs,
- * dh_T (optional), dtape_T (optional); attrs i[0] the checkpoint interval C;
+/* ---- e23_backward: in xw, W_h, W_write, b, h0 (optional), hs, ckpt [B, W] (any float dtype; N
+ * is the one that makes W = eng_e23_ckpt_len(T, N, d, C)), dhs, dh_T (optional), dtape_T
+ * (optional); attrs i[0] the checkpoint interval C;
  * out dxw, dW_h, dW_write, db, dh0, dtape0 ---- */
 
 eng_status_t eng_infer_e23_backward(eng_op_call_t *call) {
@@ -73,14 +74,16 @@ eng_status_t eng_infer_e23_backward(eng_op_call_t *call) {
   const eng_tensor_t *ck = call->in[6];
   char s[ENG_OP_SHAPE_BUF];
   if ((st = eng_need_float(op, ck))) return st;
-  if (ck->ndim != 4 || ck->shape[0] != B || ck->shape[1] != (T + C - 1) / C || ck->shape[2] < 1 ||
-      ck->shape[3] != d)
+  /* W = per_n*N + T*d (per_n >= 2 as T >= 1): the one N that fits, if any */
+  const int64_t per_n = eng_e23_n_ckpt(T, C) * d + 2 * T;
+  const int64_t N = ck->ndim == 2 && ck->shape[1] > T * d ? (ck->shape[1] - T * d) / per_n : 0;
+  if (ck->ndim != 2 || ck->shape[0] != B || N < 1 || eng_e23_ckpt_len(T, N, d, C) != ck->shape[1])
     return eng_error(ENG_ERR_SHAPE,
-                     "%s: ckpt has shape %s but must be [B, ceil(T/C), N, d] = [%lld,%lld,N,%lld] "
-                     "(checkpoint interval C = %lld)",
-                     op, ENG_SHAPE_STR(ck, s), (long long)B, (long long)((T + C - 1) / C),
-                     (long long)d, (long long)C);
-  const int64_t N = ck->shape[2];
+                     "%s: ckpt has shape %s but must be [B, W] = [%lld, W] with W = ceil(T/C)*N*d "
+                     "+ T*(2N + d) = %lld*N + %lld for some N >= 1 (T = %lld, d = %lld, checkpoint "
+                     "interval C = %lld)",
+                     op, ENG_SHAPE_STR(ck, s), (long long)B, (long long)per_n, (long long)(T * d),
+                     (long long)T, (long long)d, (long long)C);
   const int64_t seq[3] = {B, T, d}, sq[2] = {d, d}, row[2] = {B, d}, tape[3] = {B, N, d};
   if ((st = eng_es_need(op, "W_h", call->in[1], dt, 2, sq))) return st;
   if ((st = eng_es_need(op, "W_write", call->in[2], dt, 2, sq))) return st;
@@ -106,7 +109,7 @@ eng_status_t eng_cpu_e23_backward(const eng_op_call_t *call) {
   eng_status_t st = eng_es_stage(call, c);
   if (st) return st;
   if ((st = eng_es_alloc(call, o))) return eng_es_release(call, c), st;
-  const int64_t *s = call->in[0]->shape, N = call->in[6]->shape[2];
+  const int64_t *s = call->in[0]->shape, N = call->out[5]->shape[1];
   eng_kcpu_e23_backward(s[0], s[1], N, s[2], call->attrs.i[0], eng_es_data(c[0]), eng_es_data(c[1]),
                         eng_es_data(c[2]), eng_es_data(c[3]), eng_es_data(c[4]), eng_es_data(c[5]),
                         eng_es_data(c[6]), eng_es_data(c[7]), eng_es_data(c[8]), eng_es_data(c[9]),
