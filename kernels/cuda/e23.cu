@@ -240,39 +240,87 @@ __device__ void phase_scores(const Ctx<T, BG, CL> &c, const T *Wrows, bool vec, 
 
 // Batch row g's attention weights from the cs CTAs' partial scores part[(q * bg + g) * (N + 1) + i]
 // (slot N: w . h), by one warp: initial (r = softmax(scale H h0)) or a step (a = softmax(scale
-// H h_t), and the next read weights r = softmax(scale H_new h_t)).
-template <typename A>
+// H h_t), and the next read weights r = softmax(scale H_new h_t)). The warp's chain is on the
+// step's critical path: the partials load together, slot N is scored in the same pass as the
+// others, and FAST (the 16-bit kernels' f32 weights) takes ex2.approx and approximate division.
+template <typename A, bool FAST = false>
 __device__ void attend_row(const A *part, int bg, int g, int64_t N, int cs, A scale, bool step,
                            int lane, A *r, A *a) {
-  auto score = [&](int64_t i) {
-    A s = 0;
-    for (int q = 0; q < cs; q++) s += part[(q * bg + g) * (N + 1) + i];
-    return s * scale;
+  auto ex = [](A x) {
+    if constexpr (FAST) return __expf(x);
+    else return exp(x);
   };
-  A mx = -INFINITY, sum = 0;
-  for (int64_t i = lane; i < N; i += 32) {
-    r[i] = score(i);
-    mx = max(mx, r[i]);
+  auto div = [](A x, A y) {
+    if constexpr (FAST) return __fdividef(x, y);
+    else return x / y;
+  };
+  A mx = -INFINITY, sum = 0, q = 0;
+  for (int64_t i = lane; i < (step ? N + 1 : N); i += 32) {
+    A s = 0;
+#pragma unroll 4
+    for (int k = 0; k < cs; k++) s += part[(k * bg + g) * (N + 1) + i];
+    s *= scale;
+    if (i == N) {
+      q = s;
+    } else {
+      r[i] = s;
+      mx = max(mx, s);
+    }
   }
   mx = warp_max(mx);
-  for (int64_t i = lane; i < N; i += 32) sum += exp(r[i] - mx);
+  for (int64_t i = lane; i < N; i += 32) sum += ex(r[i] - mx);
   sum = warp_sum(sum);
   if (!step) {
-    for (int64_t i = lane; i < N; i += 32) r[i] = exp(r[i] - mx) / sum;
+    for (int64_t i = lane; i < N; i += 32) r[i] = div(ex(r[i] - mx), sum);
   } else {
-    const A q = score(N);
+    q = __shfl_sync(0xffffffffu, q, (int)(N % 32));
     A mx2 = -INFINITY, sum2 = 0;
     for (int64_t i = lane; i < N; i += 32) {
-      const A ai = exp(r[i] - mx) / sum;
+      const A ai = div(ex(r[i] - mx), sum);
       a[i] = ai;
       r[i] = ((A)1 - ai) * r[i] + ai * q;
       mx2 = max(mx2, r[i]);
     }
     mx2 = warp_max(mx2);
-    for (int64_t i = lane; i < N; i += 32) sum2 += exp(r[i] - mx2);
+    for (int64_t i = lane; i < N; i += 32) sum2 += ex(r[i] - mx2);
     sum2 = warp_sum(sum2);
-    for (int64_t i = lane; i < N; i += 32) r[i] = exp(r[i] - mx2) / sum2;
+    for (int64_t i = lane; i < N; i += 32) r[i] = div(ex(r[i] - mx2), sum2);
   }
+}
+
+// attend_row for N < 32 in f32 with FAST's exp and division: slot i (and a step's slot N) on lane
+// i, the scores and weights in registers, and the warp's reductions over the 2^k >= N lanes
+// that hold them. The tensor-core forward's step waits on this chain.
+__device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
+                             bool step, int lane, float *r, float *a) {
+  const int width = N <= 8 ? 8 : N <= 16 ? 16 : 32;
+  auto reduce = [&](float v, bool mx) {
+    for (int o = width / 2; o > 0; o >>= 1) {
+      const float w = __shfl_xor_sync(0xffffffffu, v, o);
+      v = mx ? ((w > v || w != w) ? w : v) : v + w;  // NaN wins, as in warp_max
+    }
+    return v;
+  };
+  const bool mine = lane < N;
+  float sc = 0.f;
+  if (lane <= N) {
+#pragma unroll 4
+    for (int k = 0; k < cs; k++) sc += part[(k * bg + g) * (N + 1) + lane];
+    sc *= scale;
+  }
+  auto softmax = [&](float x) {
+    const float m = reduce(mine ? x : -INFINITY, true);
+    const float e = mine ? __expf(x - m) : 0.f;
+    return __fdividef(e, reduce(e, false));
+  };
+  const float p = softmax(sc);
+  if (!step) {
+    if (mine) r[lane] = p;
+    return;
+  }
+  const float q = __shfl_sync(0xffffffffu, sc, N);  // w . h
+  const float rn = softmax((1.f - p) * sc + p * q);
+  if (mine) a[lane] = p, r[lane] = rn;
 }
 
 // From the partial scores: the attention weights (attend_row), then for a step the write.
@@ -516,8 +564,13 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // The weights of step t into the trace (cpu/e23.h): a_t and the next read weights r_{t+1} (t =
   // -1: r_0 alone), by rank 0's last threads (the first ones finish the step's write and read).
   auto attend = [&](int64_t t) {
-    for (int g = warp; g < bg; g += NW)
-      attend_row<float>(part, (int)bg, g, N, cs, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
+    for (int g = warp; g < bg; g += NW) {
+      if (N < 32)
+        attend_lanes(part, (int)bg, g, (int)N, cs, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
+      else
+        attend_row<float, true>(part, (int)bg, g, N, cs, scale, t >= 0, lane, rbuf + g * N,
+                                abuf + g * N);
+    }
     __syncthreads();
     if (rank != 0) return;
     for (int64_t k = (int)(blockDim.x - 1 - threadIdx.x); k < bg * N; k += blockDim.x) {

@@ -68,6 +68,7 @@ __device__ inline void softmax_back(const float *part, int bg, int g, int64_t N,
   float dot = 0.f;
   for (int64_t i = lane; i < N; i += 32) {
     float v = 0.f;
+#pragma unroll 4
     for (int q = 0; q < cs; q++) v += part[(q * bg + g) * N + i];
     out[i] = v;
     dot += p[i] * v;
