@@ -288,39 +288,87 @@ __device__ void attend_row(const A *part, int bg, int g, int64_t N, int cs, A sc
   }
 }
 
-// attend_row for N < 32 in f32 with FAST's exp and division: slot i (and a step's slot N) on lane
-// i, the scores and weights in registers, and the warp's reductions over the 2^k >= N lanes
-// that hold them. The tensor-core forward's step waits on this chain.
+// Lane-resident softmax helpers for N < 32 K (slot i on lane i % 32, register i / 32): the
+// warp's reductions span the 2^k >= N lanes that hold values. lanes_reduce: max (NaN wins, as in
+// warp_max) or sum.
+template <int K> __device__ __forceinline__ int lanes_width(int N) {
+  return K > 1 || N > 16 ? 32 : N > 8 ? 16 : 8;
+}
+template <bool MAX> __device__ __forceinline__ float lanes_reduce(float v, int width) {
+  for (int o = width / 2; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = MAX ? ((w > v || w != w) ? w : v) : v + w;
+  }
+  return v;
+}
+
+// sum_q x[q * stride], q < cs: a slot's score or gradient from the CTAs' partials (loaded together).
+__device__ __forceinline__ float partial_sum(const float *x, int stride, int cs) {
+  float v = 0.f;
+#pragma unroll 4
+  for (int q = 0; q < cs; q++) v += x[q * stride];
+  return v;
+}
+
+// y = softmax(x) over the N slots held as in lanes_width, in f32 with FAST's exp and division.
+template <int K>
+__device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K], int N, int lane,
+                                              int width) {
+  float m = -INFINITY, sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; k++)
+    if (lane + 32 * k < N) m = (x[k] > m || x[k] != x[k]) ? x[k] : m;
+  m = lanes_reduce<true>(m, width);
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    y[k] = lane + 32 * k < N ? __expf(x[k] - m) : 0.f;
+    sum += y[k];
+  }
+  sum = lanes_reduce<false>(sum, width);
+#pragma unroll
+  for (int k = 0; k < K; k++) y[k] = __fdividef(y[k], sum);
+}
+
+// attend_row for N < 32 K - 1 (a step's slot N included) in f32 with FAST's exp and division,
+// the scores and weights in registers. The tensor-core forward's step waits on this chain.
+template <int K>
 __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
                              bool step, int lane, float *r, float *a) {
-  const int width = N <= 8 ? 8 : N <= 16 ? 16 : 32;
-  auto reduce = [&](float v, bool mx) {
-    for (int o = width / 2; o > 0; o >>= 1) {
-      const float w = __shfl_xor_sync(0xffffffffu, v, o);
-      v = mx ? ((w > v || w != w) ? w : v) : v + w;  // NaN wins, as in warp_max
+  const int width = lanes_width<K>(N);
+  float sc[K], p[K];
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    const int i = lane + 32 * k;
+    sc[k] = i <= N ? scale * partial_sum(part + g * (N + 1) + i, bg * (N + 1), cs) : 0.f;
+  }
+  lanes_softmax<K>(sc, p, N, lane, width);
+  if (step) {
+    float q = 0.f, x[K], rn[K];  // q = w . h, slot N (a shuffle per register: selecting the
+#pragma unroll                   // register first made ptxas index sc in local memory)
+    for (int k = 0; k < K; k++) {
+      const float v = __shfl_sync(0xffffffffu, sc[k], N % 32);
+      q = k == N / 32 ? v : q;
     }
-    return v;
-  };
-  const bool mine = lane < N;
-  float sc = 0.f;
-  if (lane <= N) {
-#pragma unroll 4
-    for (int k = 0; k < cs; k++) sc += part[(k * bg + g) * (N + 1) + lane];
-    sc *= scale;
+#pragma unroll
+    for (int k = 0; k < K; k++) x[k] = (1.f - p[k]) * sc[k] + p[k] * q;
+    lanes_softmax<K>(x, rn, N, lane, width);
+#pragma unroll
+    for (int k = 0; k < K; k++)
+      if (lane + 32 * k < N) a[lane + 32 * k] = p[k], r[lane + 32 * k] = rn[k];
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; k++)
+      if (lane + 32 * k < N) r[lane + 32 * k] = p[k];
   }
-  auto softmax = [&](float x) {
-    const float m = reduce(mine ? x : -INFINITY, true);
-    const float e = mine ? __expf(x - m) : 0.f;
-    return __fdividef(e, reduce(e, false));
-  };
-  const float p = softmax(sc);
-  if (!step) {
-    if (mine) r[lane] = p;
-    return;
-  }
-  const float q = __shfl_sync(0xffffffffu, sc, N);  // w . h
-  const float rn = softmax((1.f - p) * sc + p * q);
-  if (mine) a[lane] = p, r[lane] = rn;
+}
+
+// attend_row<float, true> by lanes where N + 1 slots fit 3 registers a lane.
+__device__ __forceinline__ void attend_fast(const float *part, int bg, int g, int N, int cs,
+                                            float scale, bool step, int lane, float *r, float *a) {
+  if (N < 32) attend_lanes<1>(part, bg, g, N, cs, scale, step, lane, r, a);
+  else if (N < 64) attend_lanes<2>(part, bg, g, N, cs, scale, step, lane, r, a);
+  else if (N < 96) attend_lanes<3>(part, bg, g, N, cs, scale, step, lane, r, a);
+  else attend_row<float, true>(part, bg, g, N, cs, scale, step, lane, r, a);
 }
 
 // From the partial scores: the attention weights (attend_row), then for a step the write.
@@ -564,13 +612,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // The weights of step t into the trace (cpu/e23.h): a_t and the next read weights r_{t+1} (t =
   // -1: r_0 alone), by rank 0's last threads (the first ones finish the step's write and read).
   auto attend = [&](int64_t t) {
-    for (int g = warp; g < bg; g += NW) {
-      if (N < 32)
-        attend_lanes(part, (int)bg, g, (int)N, cs, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
-      else
-        attend_row<float, true>(part, (int)bg, g, N, cs, scale, t >= 0, lane, rbuf + g * N,
-                                abuf + g * N);
-    }
+    for (int g = warp; g < bg; g += NW)
+      attend_fast(part, (int)bg, g, (int)N, cs, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
     __syncthreads();
     if (rank != 0) return;
     for (int64_t k = (int)(blockDim.x - 1 - threadIdx.x); k < bg * N; k += blockDim.x) {

@@ -62,19 +62,39 @@ __host__ __device__ inline int64_t tb_scratch(int64_t N, int64_t R, int64_t bg, 
 }
 
 // Batch row g's gradient through p = softmax(scores) by one warp: out = p (v - p . v), v summed
-// from the cs CTAs' partials part[(q * bg + g) * N + i].
-__device__ inline void softmax_back(const float *part, int bg, int g, int64_t N, int cs,
-                                    const float *p, int lane, float *out) {
-  float dot = 0.f;
-  for (int64_t i = lane; i < N; i += 32) {
-    float v = 0.f;
-#pragma unroll 4
-    for (int q = 0; q < cs; q++) v += part[(q * bg + g) * N + i];
-    out[i] = v;
-    dot += p[i] * v;
+// from the cs CTAs' partials part[(q * bg + g) * N + i]. Slot i on lane i % 32, register i / 32
+// (K of them, N <= 32 K), reduced over the lanes that hold values: the walk waits on this chain.
+template <int K>
+__device__ void softmax_back_lanes(const float *part, int bg, int g, int N, int cs, const float *p,
+                                   int lane, float *out) {
+  float v[K], pk[K], dot = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    const int i = lane + 32 * k;
+    v[k] = i < N ? partial_sum(part + g * N + i, bg * N, cs) : 0.f;
+    pk[k] = i < N ? p[i] : 0.f;
+    dot += pk[k] * v[k];
   }
-  dot = warp_sum(dot);
-  for (int64_t i = lane; i < N; i += 32) out[i] = p[i] * (out[i] - dot);
+  dot = lanes_reduce<false>(dot, lanes_width<K>(N));
+#pragma unroll
+  for (int k = 0; k < K; k++)
+    if (lane + 32 * k < N) out[lane + 32 * k] = pk[k] * (v[k] - dot);
+}
+__device__ __forceinline__ void softmax_back(const float *part, int bg, int g, int N, int cs,
+                                             const float *p, int lane, float *out) {
+  if (N <= 32) softmax_back_lanes<1>(part, bg, g, N, cs, p, lane, out);
+  else if (N <= 64) softmax_back_lanes<2>(part, bg, g, N, cs, p, lane, out);
+  else if (N <= 96) softmax_back_lanes<3>(part, bg, g, N, cs, p, lane, out);
+  else {
+    float dot = 0.f;
+    for (int i = lane; i < N; i += 32) {
+      const float v = partial_sum(part + g * N + i, bg * N, cs);
+      out[i] = v;
+      dot += p[i] * v;
+    }
+    dot = warp_sum(dot);
+    for (int i = lane; i < N; i += 32) out[i] = p[i] * (out[i] - dot);
+  }
 }
 
 // The pair thread's part of a slot loop that stores while it loads; __restrict__ lets the loads
@@ -247,7 +267,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
       dx.wait(0);
       for (int g = warp; g < bg; g += NW)
-        softmax_back(part1, (int)bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
+        softmax_back(part1, bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
       sx.wait(0);
       sw.product(0);
       __syncthreads();
@@ -296,7 +316,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
       dx.wait(1);
       for (int g = warp; g < bg; g += NW)
-        softmax_back(part2, (int)bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
+        softmax_back(part2, bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
       sx.wait(1);
       sh.product(1);
       __syncthreads();

@@ -15,5 +15,8 @@ rm -f gpu-libs/libengine.so*  # the build's own copy is found through its RUNPAT
 strip --strip-debug $BUILD/engine $BUILD/engine.so "$(readlink -f $BUILD/libengine.so)"
 cp "$(readlink -f "$(command -v luajit)")" gpu-libs/luajit  # the tests load engine.so into plain luajit
 mkdir -p gpu-pack
-tar -cf - --exclude='*.o' --exclude='*.a' --exclude='*.d' $BUILD gpu-libs | xz -T2 -2 > gpu-pack/pack.tar.xz
+# engine, engine.so and libengine.so each hold the same ~60 MB of kernels: one xz stream with a
+# dictionary larger than that stores them once (threaded xz splits blocks and stores each copy).
+tar -cf - --exclude='*.o' --exclude='*.a' --exclude='*.d' $BUILD gpu-libs |
+  xz -2 --lzma2=preset=2,dict=192MiB > gpu-pack/pack.tar.xz
 echo "packed: $(du -h gpu-pack/pack.tar.xz | cut -f1) (build $(pwd)/$BUILD)"
