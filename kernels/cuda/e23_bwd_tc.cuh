@@ -181,6 +181,26 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     return fin ? make_float2(load(p.dhs + base + t * d), load(p.dhs + base + t * d + 1))
                : make_float2(0.f, 0.f);
   };
+  // This CTA's sums over its R columns into every CTA's part (counted on `bar`), a task per
+  // (batch row g, slot i) with term(g, i, q) its float4 piece q: qs lanes a task (the most that the
+  // CTA holds, up to R / 4), reduced by shuffles. Tasks run from the CTA's last thread down, away
+  // from the pair threads' work before them; every thread runs the same rounds, so the shuffles
+  // see whole warps.
+  int qs = 1;
+  while (2 * qs <= R / 4 && bg * N * 2 * qs <= nth) qs *= 2;
+  auto f4 = [](const float *p) { return reinterpret_cast<const float4 *>(p); };
+  auto column_sums = [&](float *part, uint32_t bar, auto term) {
+    for (int b0 = 0; b0 < bg * N * qs; b0 += nth) {
+      const int k = b0 + nth - 1 - tid, task = k / qs, lq = k % qs;
+      const bool on = task < bg * N;
+      float sum = 0.f;
+      if (on)
+#pragma unroll 2
+        for (int q = lq; q < R / 4; q += qs) sum += term(task / N, task % N, q);
+      for (int o = qs / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (on && lq == 0) put_all_async<S::CS>(part + (rank * bg + task / N) * N + task % N, sum, bar);
+    }
+  };
   // carry: dL/dh_t from the steps after t plus dhs_t (dh_T alone after the last step)
   float2 carry = make_float2(0.f, 0.f), hcur = carry;  // hcur: the pair's h_t
   if (fin && p.dhT) carry = make_float2(load(p.dhT + (gb + n) * d + c), load(p.dhT + (gb + n) * d + c + 1));
@@ -249,20 +269,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         }
         sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
       }
-      for (int k = tid; k < bg * N; k += nth) {
-        const int g = k / N, i = k % N;
-        const float4 *x = reinterpret_cast<const float4 *>(dH + i * SL + g * R);
-        const float4 *h = reinterpret_cast<const float4 *>(Hs + i * SL + g * R);
-        const float4 *w = reinterpret_cast<const float4 *>(Hs + N * SL + g * R);
-        float sum = 0.f;
-#pragma unroll 2
-        for (int q = 0; q < R / 4; q++) {
-          const float4 xa = x[q], ha = h[q], wa4 = w[q];
-          sum += xa.x * (wa4.x - ha.x) + xa.y * (wa4.y - ha.y) + xa.z * (wa4.z - ha.z) +
-                 xa.w * (wa4.w - ha.w);
-        }
-        put_all_async<S::CS>(part1 + (rank * bg + g) * N + i, sum, dx.of(0));
-      }
+      column_sums(part1, dx.of(0), [&](int g, int i, int q) {
+        const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
+                     wa = f4(Hs + N * SL + g * R)[q];
+        return xa.x * (wa.x - ha.x) + xa.y * (wa.y - ha.y) + xa.z * (wa.z - ha.z) +
+               xa.w * (wa.w - ha.w);
+      });
       if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
       // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
       dx.wait(0);
@@ -296,18 +308,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       }
       __syncthreads();
       // the partial dr_i = H[i] . dpre
-      for (int k = tid; k < bg * N; k += nth) {
-        const int g = k / N, i = k % N;
-        const float4 *h = reinterpret_cast<const float4 *>(Hs + i * SL + g * R);
-        const float4 *x = reinterpret_cast<const float4 *>(dpl + g * R);
-        float sum = 0.f;
-#pragma unroll 4
-        for (int q = 0; q < R / 4; q++) {
-          const float4 ha = h[q], xa = x[q];
-          sum += ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
-        }
-        put_all_async<S::CS>(part2 + (rank * bg + g) * N + i, sum, dx.of(1));
-      }
+      column_sums(part2, dx.of(1), [&](int g, int i, int q) {
+        const float4 ha = f4(Hs + i * SL + g * R)[q], xa = f4(dpl + g * R)[q];
+        return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
+      });
       float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
       if (fin) {
         store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
