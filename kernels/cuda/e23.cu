@@ -329,8 +329,8 @@ __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K]
   for (int k = 0; k < K; k++) y[k] = __fdividef(y[k], sum);
 }
 
-// attend_row for N < 32 K - 1 (a step's slot N included) in f32 with FAST's exp and division,
-// the scores and weights in registers. The tensor-core forward's step waits on this chain.
+// attend_row for N < 32 K (slots 0..N, a step's slot N included, in K registers a lane) in f32
+// with FAST's exp and division. The tensor-core forward's step waits on this chain.
 template <int K>
 __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
                              bool step, int lane, float *r, float *a) {
