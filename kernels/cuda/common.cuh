@@ -76,12 +76,13 @@ __device__ __forceinline__ int64_t offset_of(const Layout &l, int64_t i) {
 }
 
 // ---- reductions ----
-template <typename A> __device__ __forceinline__ A warp_sum(A v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+// Over aligned groups of `width` lanes (a power of 2 up to 32; every lane of the warp takes part).
+template <typename A> __device__ __forceinline__ A warp_sum(A v, int width = 32) {
+  for (int o = width / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-template <typename A> __device__ __forceinline__ A warp_max(A v) {
-  for (int o = 16; o > 0; o >>= 1) {
+template <typename A> __device__ __forceinline__ A warp_max(A v, int width = 32) {
+  for (int o = width / 2; o > 0; o >>= 1) {
     A w = __shfl_xor_sync(0xffffffffu, v, o);
     v = (w > v || w != w) ? w : v;  // NaN wins, like the CPU reference
   }

@@ -238,28 +238,25 @@ __device__ void phase_scores(const Ctx<T, BG, CL> &c, const T *Wrows, bool vec, 
   sync_all<CL>();
 }
 
+// sum_q x[q * stride], q < cs: a slot's score or gradient from the CTAs' partials (loaded together).
+template <typename A> __device__ __forceinline__ A partial_sum(const A *x, int stride, int cs) {
+  A v = 0;
+#pragma unroll 4
+  for (int q = 0; q < cs; q++) v += x[q * stride];
+  return v;
+}
+
 // Batch row g's attention weights from the cs CTAs' partial scores part[(q * bg + g) * (N + 1) + i]
 // (slot N: w . h), by one warp: initial (r = softmax(scale H h0)) or a step (a = softmax(scale
 // H h_t), and the next read weights r = softmax(scale H_new h_t)). The warp's chain is on the
-// step's critical path: the partials load together, slot N is scored in the same pass as the
-// others, and FAST (the 16-bit kernels' f32 weights) takes ex2.approx and approximate division.
-template <typename A, bool FAST = false>
+// step's critical path: the partials load together and slot N is scored in the same pass as the
+// others.
+template <typename A>
 __device__ void attend_row(const A *part, int bg, int g, int64_t N, int cs, A scale, bool step,
                            int lane, A *r, A *a) {
-  auto ex = [](A x) {
-    if constexpr (FAST) return __expf(x);
-    else return exp(x);
-  };
-  auto div = [](A x, A y) {
-    if constexpr (FAST) return __fdividef(x, y);
-    else return x / y;
-  };
   A mx = -INFINITY, sum = 0, q = 0;
   for (int64_t i = lane; i < (step ? N + 1 : N); i += 32) {
-    A s = 0;
-#pragma unroll 4
-    for (int k = 0; k < cs; k++) s += part[(k * bg + g) * (N + 1) + i];
-    s *= scale;
+    const A s = partial_sum(part + g * (N + 1) + i, bg * (int)(N + 1), cs) * scale;
     if (i == N) {
       q = s;
     } else {
@@ -268,49 +265,34 @@ __device__ void attend_row(const A *part, int bg, int g, int64_t N, int cs, A sc
     }
   }
   mx = warp_max(mx);
-  for (int64_t i = lane; i < N; i += 32) sum += ex(r[i] - mx);
+  for (int64_t i = lane; i < N; i += 32) sum += exp(r[i] - mx);
   sum = warp_sum(sum);
   if (!step) {
-    for (int64_t i = lane; i < N; i += 32) r[i] = div(ex(r[i] - mx), sum);
+    for (int64_t i = lane; i < N; i += 32) r[i] = exp(r[i] - mx) / sum;
   } else {
     q = __shfl_sync(0xffffffffu, q, (int)(N % 32));
     A mx2 = -INFINITY, sum2 = 0;
     for (int64_t i = lane; i < N; i += 32) {
-      const A ai = div(ex(r[i] - mx), sum);
+      const A ai = exp(r[i] - mx) / sum;
       a[i] = ai;
       r[i] = ((A)1 - ai) * r[i] + ai * q;
       mx2 = max(mx2, r[i]);
     }
     mx2 = warp_max(mx2);
-    for (int64_t i = lane; i < N; i += 32) sum2 += ex(r[i] - mx2);
+    for (int64_t i = lane; i < N; i += 32) sum2 += exp(r[i] - mx2);
     sum2 = warp_sum(sum2);
-    for (int64_t i = lane; i < N; i += 32) r[i] = div(ex(r[i] - mx2), sum2);
+    for (int64_t i = lane; i < N; i += 32) r[i] = exp(r[i] - mx2) / sum2;
   }
 }
 
 // Lane-resident softmax helpers for N < 32 K (slot i on lane i % 32, register i / 32): the
-// warp's reductions span the 2^k >= N lanes that hold values. lanes_reduce: max (NaN wins, as in
-// warp_max) or sum.
+// warp's reductions span the 2^k >= N lanes that hold values.
 template <int K> __device__ __forceinline__ int lanes_width(int N) {
   return K > 1 || N > 16 ? 32 : N > 8 ? 16 : 8;
 }
-template <bool MAX> __device__ __forceinline__ float lanes_reduce(float v, int width) {
-  for (int o = width / 2; o > 0; o >>= 1) {
-    const float w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = MAX ? ((w > v || w != w) ? w : v) : v + w;
-  }
-  return v;
-}
 
-// sum_q x[q * stride], q < cs: a slot's score or gradient from the CTAs' partials (loaded together).
-__device__ __forceinline__ float partial_sum(const float *x, int stride, int cs) {
-  float v = 0.f;
-#pragma unroll 4
-  for (int q = 0; q < cs; q++) v += x[q * stride];
-  return v;
-}
-
-// y = softmax(x) over the N slots held as in lanes_width, in f32 with FAST's exp and division.
+// y = softmax(x) over the N slots held as in lanes_width, in f32 with ex2.approx and approximate
+// division (the 16-bit kernels' weights).
 template <int K>
 __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K], int N, int lane,
                                               int width) {
@@ -318,19 +300,19 @@ __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K]
 #pragma unroll
   for (int k = 0; k < K; k++)
     if (lane + 32 * k < N) m = (x[k] > m || x[k] != x[k]) ? x[k] : m;
-  m = lanes_reduce<true>(m, width);
+  m = warp_max(m, width);
 #pragma unroll
   for (int k = 0; k < K; k++) {
     y[k] = lane + 32 * k < N ? __expf(x[k] - m) : 0.f;
     sum += y[k];
   }
-  sum = lanes_reduce<false>(sum, width);
+  sum = warp_sum(sum, width);
 #pragma unroll
   for (int k = 0; k < K; k++) y[k] = __fdividef(y[k], sum);
 }
 
 // attend_row for N < 32 K (slots 0..N, a step's slot N included, in K registers a lane) in f32
-// with FAST's exp and division. The tensor-core forward's step waits on this chain.
+// with lanes_softmax. The tensor-core forward's step waits on this chain.
 template <int K>
 __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
                              bool step, int lane, float *r, float *a) {
@@ -362,13 +344,13 @@ __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, fl
   }
 }
 
-// attend_row<float, true> by lanes where N + 1 slots fit 3 registers a lane.
+// The tensor-core forward's attend_row: by lanes where N + 1 slots fit 3 registers a lane.
 __device__ __forceinline__ void attend_fast(const float *part, int bg, int g, int N, int cs,
                                             float scale, bool step, int lane, float *r, float *a) {
   if (N < 32) attend_lanes<1>(part, bg, g, N, cs, scale, step, lane, r, a);
   else if (N < 64) attend_lanes<2>(part, bg, g, N, cs, scale, step, lane, r, a);
   else if (N < 96) attend_lanes<3>(part, bg, g, N, cs, scale, step, lane, r, a);
-  else attend_row<float, true>(part, bg, g, N, cs, scale, step, lane, r, a);
+  else attend_row<float>(part, bg, g, N, cs, scale, step, lane, r, a);
 }
 
 // From the partial scores: the attention weights (attend_row), then for a step the write.
@@ -392,17 +374,25 @@ __device__ void phase_attend(const Ctx<T, BG, CL> &c, bool step) {
   }
 }
 
-// The trace (cpu/e23.h) after step t's write: a_t and the next read weights r_{t+1} (rank 0; t =
-// -1: r_0 alone, after the initial scores) and w_t of the CTA's units.
+// Step t's weights into the trace (cpu/e23.h): a_t and the next read weights r_{t+1} (t = -1:
+// r_0 alone) of the bg batch rows from gb, abuf / rbuf [bg][N], task k from `first` on. Rank 0
+// of a cluster calls it.
+template <typename T>
+__device__ void trace_weights(const P23<T> &p, const acc_t<T> *abuf, const acc_t<T> *rbuf,
+                              int64_t gb, int64_t bg, int64_t t, int64_t first) {
+  for (int64_t k = first; k < bg * p.N; k += blockDim.x) {
+    const int64_t bi = gb + k / p.N, i = k % p.N;
+    if (bi >= p.B) continue;
+    acc_t<T> *row = p.ckpt + bi * p.ck_len;
+    if (t >= 0) row[p.ck_a + t * p.N + i] = abuf[k];
+    if (t + 1 < p.nt) row[p.ck_r + (t + 1) * p.N + i] = rbuf[k];
+  }
+}
+
+// The trace after the generic forward's step t (trace_weights), and w_t of the CTA's units.
 template <typename T, int BG, bool CL>
 __device__ void trace_step(const Ctx<T, BG, CL> &c, const P23<T> &p, int64_t t) {
-  for (int64_t k = threadIdx.x; k < BG * c.N; k += blockDim.x) {
-    const int64_t bi = c.batch((int)(k / c.N)), i = k % c.N;
-    if (c.rank != 0 || bi >= c.B) continue;
-    acc_t<T> *row = p.ckpt + bi * p.ck_len;
-    if (t >= 0) row[p.ck_a + t * c.N + i] = c.abuf[k];
-    if (t + 1 < c.nt) row[p.ck_r + (t + 1) * c.N + i] = c.rbuf[k];
-  }
+  if (c.rank == 0) trace_weights(p, c.abuf, c.rbuf, c.batch(0), BG, t, threadIdx.x);
   if (t >= 0)
     for (int64_t k = threadIdx.x; k < BG * c.w; k += blockDim.x) {
       const int g = (int)(k / c.w);
@@ -615,14 +605,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     for (int g = warp; g < bg; g += NW)
       attend_fast(part, (int)bg, g, (int)N, cs, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
     __syncthreads();
-    if (rank != 0) return;
-    for (int64_t k = (int)(blockDim.x - 1 - threadIdx.x); k < bg * N; k += blockDim.x) {
-      const int64_t bi = gb + k / N, i = k % N;
-      if (bi >= B) continue;
-      float *row = p.ckpt + bi * p.ck_len;
-      if (t >= 0) row[p.ck_a + t * N + i] = abuf[k];
-      if (t + 1 < p.nt) row[p.ck_r + (t + 1) * N + i] = rbuf[k];
-    }
+    if (rank == 0) trace_weights(p, abuf, rbuf, gb, bg, t, blockDim.x - 1 - threadIdx.x);
   };
   // the read of the step to come: u = sum_i r_i H[i, (c, c + 1)]
   auto read = [&]() {

@@ -75,7 +75,7 @@ __device__ void softmax_back_lanes(const float *part, int bg, int g, int N, int 
     pk[k] = i < N ? p[i] : 0.f;
     dot += pk[k] * v[k];
   }
-  dot = lanes_reduce<false>(dot, lanes_width<K>(N));
+  dot = warp_sum(dot, lanes_width<K>(N));
 #pragma unroll
   for (int k = 0; k < K; k++)
     if (lane + 32 * k < N) out[lane + 32 * k] = pk[k] * (v[k] - dot);
@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       if (on)
 #pragma unroll 2
         for (int q = lq; q < R / 4; q += qs) sum += term(task / N, task % N, q);
-      for (int o = qs / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      sum = warp_sum(sum, qs);
       if (on && lq == 0) put_all_async<S::CS>(part + (rank * bg + task / N) * N + task % N, sum, bar);
     }
   };
