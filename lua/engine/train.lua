@@ -221,9 +221,10 @@ local function train(cfg)
     return budget and math.min(1, (now - t0) / budget) or (step / total)
   end
 
-  while true do
-    if total and step >= total then break end
-    if budget and engine.clock() - t0 >= budget then break end
+  -- is_last decides both the last progress line and the end of the loop: checking the clock a
+  -- second time at the top could stop the loop after a step that printed no line.
+  local done = total and step >= total
+  while not done do
     step = step + 1
     opt:set_lr_scale(schedule(step, budget and progress() or nil))
     local inputs, targets = next_batch(step - 1)
@@ -259,6 +260,7 @@ local function train(cfg)
                        seconds = stats.seconds + (now - t0)})
       last_good = step
     end
+    done = is_last
   end
   flush()
 
