@@ -482,12 +482,13 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
 #define E23_TC_TILINGS(X) X(1, 4, 4) X(2, 4, 8)
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial scores
-// part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the tape [bg][N][R + 4]
+// part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the slot split's partial reads
+// up [threads] float2, the tape [bg][N][R + 4]
 // (rows padded so the scores' 16-byte row loads are free of bank conflicts) and three mbarriers.
 // The weight slices are staged, one after the other, over everything from red on before the
 // fragments are loaded (the mbarriers are initialized after).
 struct TcLay {
-  size_t red, part, rbuf, abuf, hl, wl, tape, bars, total;
+  size_t red, part, rbuf, abuf, hl, wl, up, tape, bars, total;
 };
 __host__ __device__ constexpr int64_t tc_ldt(int64_t R) { return R + 4; }
 __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
@@ -505,6 +506,7 @@ __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int6
   l.abuf = take((size_t)bg * N * sizeof(float));
   l.hl = take((size_t)bg * R * sizeof(float));
   l.wl = take((size_t)bg * R * sizeof(float));
+  l.up = take((size_t)nw * 32 * 2 * sizeof(float));
   l.tape = take((size_t)bg * N * tc_ldt(R) * sizeof(float));
   l.bars = take(3 * 8);  // the exchanges' mbarriers: h (2 buffers), the partial scores (1)
   const size_t ws = l.red + (size_t)R * d * 2;
@@ -524,7 +526,18 @@ template <int R> __device__ __forceinline__ float dot16(const float *x, const fl
   return s;
 }
 
-template <typename T, int MT, int KS, int NW>
+// The slot split of the tensor-core kernels (see them): how many threads share a column pair's
+// loops over the N slots. pairs = bg R / 2 threads finish pairs; SP is a power of two, SP pairs
+// <= threads, and each split thread keeps at least 8 slots. The kernels are compiled for SP = 1
+// (SPLIT false) apart: the split's bookkeeping cost ~10% at N = 8.
+__host__ __device__ inline int slot_split(int64_t bg, int64_t R, int threads, int64_t N) {
+  const int64_t pairs = bg * (R / 2);
+  int sp = 1;
+  while (2 * sp * pairs <= threads && 16 * sp <= N) sp *= 2;
+  return sp;
+}
+
+template <typename T, int MT, int KS, int NW, bool SPLIT>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
   constexpr int R = S::R;
@@ -540,6 +553,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   float *abuf = reinterpret_cast<float *>(tc_smem + l.abuf);
   float *hl = reinterpret_cast<float *>(tc_smem + l.hl);
   float *wl = reinterpret_cast<float *>(tc_smem + l.wl);
+  float2 *up = reinterpret_cast<float2 *>(tc_smem + l.up);
   float *tape = reinterpret_cast<float *>(tc_smem + l.tape);
   // prologue: both slices' fragments (staged in turn over red onwards), then the state and tape
   S sh(tc_smem), sw(tc_smem);
@@ -569,9 +583,17 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     tape[(g * N + i) * LT + jj] = v;
     if (bi < B) p.ckpt[bi * p.ck_len + i * d + r0 + jj] = v;
   }
-  const int n = (int)threadIdx.x / (R / 2), r = 2 * ((int)threadIdx.x % (R / 2));
-  const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
-  const bool fin = n < bg && gb + n < B;
+  // The slot split (slot_split): the tape's write and read over the N slots at a column pair
+  // would leave all but bg R / 2 threads waiting at the next barrier. Thread (sp, pq) takes pair
+  // pq's slots [i0, i1) and leaves its partial read in up, which the pair's finishing thread
+  // (sp = 0) adds after the next product.
+  const int pairs = (int)bg * (R / 2), tid = (int)threadIdx.x;
+  const int SP = SPLIT ? slot_split(bg, R, NW * 32, N) : 1;
+  const int sp = tid / pairs, pq = tid % pairs;
+  const int n = pq / (R / 2), r = 2 * (pq % (R / 2));
+  const int i0 = sp * (int)N / SP, i1 = (sp + 1) * (int)N / SP;
+  const int warp = tid >> 5, lane = tid & 31;
+  const bool sact = sp < SP && n < bg && gb + n < B, fin = sact && sp == 0;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
   const float scale = 1.f / sqrtf((float)d);
   float bias[2] = {}, u[2] = {};  // b; step t's read (H^T r) at (c, c + 1)
@@ -607,20 +629,26 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     __syncthreads();
     if (rank == 0) trace_weights(p, abuf, rbuf, gb, bg, t, blockDim.x - 1 - threadIdx.x);
   };
-  // the read of the step to come: u = sum_i r_i H[i, (c, c + 1)]
+  // The split thread's part of the read of the step to come: u = sum_i r_i H[i, (c, c + 1)]
+  // (sp = 0 keeps it, the others leave it in up).
+  auto share = [&](float u0, float u1) {
+    if (sp == 0) u[0] = u0, u[1] = u1;
+    else up[(sp - 1) * pairs + pq] = make_float2(u0, u1);
+  };
   auto read = [&]() {
-    u[0] = u[1] = 0.f;
-    for (int64_t i = 0; i < N; i++) {
+    float u0 = 0.f, u1 = 0.f;
+    for (int i = i0; i < i1; i++) {
       const float2 hv = *reinterpret_cast<const float2 *>(tape + (n * N + i) * LT + r);
       const float ri = rbuf[n * N + i];
-      u[0] += ri * hv.x, u[1] += ri * hv.y;
+      u0 += ri * hv.x, u1 += ri * hv.y;
     }
+    share(u0, u1);
   };
   sync_all<true>();  // every CTA started and initialized before the first remote store
   scores(false);
   sync_all<true>();
   attend(-1);
-  if (fin) read();
+  if (sact) read();
   int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
   // A step: h_t = tanh(W_h h_{t-1} + xw + b + u) into state buffer (t + 1) & 1 of every CTA; w =
   // W_write h_t (all CTAs' h_t: after hx's wait); the partial scores into every CTA's part (after
@@ -635,6 +663,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     __syncthreads();
     if (fin) {
       const float2 s = sh.sum(n, r);
+      for (int k = 1; k < SP; k++) {
+        const float2 x = up[(k - 1) * pairs + pq];
+        u[0] += x.x, u[1] += x.y;
+      }
       const float h[2] = {tanhf(s.x + load(&xr[0]) + bias[0] + u[0]),
                           tanhf(s.y + load(&xr[1]) + bias[1] + u[1])};
       *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);
@@ -661,15 +693,15 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     scores(true);
     px.wait(0);
     attend(t);
-    if (fin) {  // the write H <- (1 - a) H + a w^T of this thread's columns, then the next read
-      // (32-bit indices, unrolled: with one batch row a cluster this loop is a single warp's
-      // while the others wait at the next barrier)
+    if (sact) {  // the write H <- (1 - a) H + a w^T of the thread's slots at its columns, then
+      // its part of the next read (32-bit indices, unrolled)
+      if (sp > 0) w[0] = wl[n * R + r], w[1] = wl[n * R + r + 1];
       float *trow = tape + n * N * LT + r;
       const float *ab = abuf + n * N, *rb = rbuf + n * N;
       auto write = [&](float *ckp) {  // ckp: the checkpoint's columns (c, c + 1), or null
         float u0 = 0.f, u1 = 0.f;
 #pragma unroll 4
-        for (int i = 0; i < (int)N; i++) {
+        for (int i = i0; i < i1; i++) {
           float2 *hp = reinterpret_cast<float2 *>(trow + i * (int)LT);
           const float ai = ab[i], ri = rb[i];
           float2 hv = *hp;
@@ -679,7 +711,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
           u0 += ri * hv.x, u1 += ri * hv.y;
           if (ckp) ckp[i * d] = hv.x, ckp[i * d + 1] = hv.y;
         }
-        u[0] = u0, u[1] = u1;
+        share(u0, u1);
       };
       if (t + 1 == next_ck && t + 1 < p.nt)
         write(p.ckpt + (gb + n) * p.ck_len + seg * N * d + c);
@@ -688,8 +720,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     }
     if (t + 1 == next_ck) next_ck += p.C, seg++;
   }
-  if (fin)
-    for (int64_t i = 0; i < N; i++)
+  if (sact)  // the thread's own slots: no barrier needed
+    for (int i = i0; i < i1; i++)
 #pragma unroll
       for (int k = 0; k < 2; k++)
         store(p.tapeT + ((gb + n) * N + i) * d + c + k, tape[(n * N + i) * LT + r + k]);
@@ -999,14 +1031,15 @@ inline bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, T
 
 template <typename T> struct FwdTc23 {
   using fn = void (*)(P23<T>);
-  static fn get(const tc::Tiling &tl) {
+  static fn get(const tc::Tiling &tl, bool split) {
     if constexpr (sizeof(T) == 2) {
 #define E23_TC_CASE(M_, K_, W_) \
-  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e23_fwd_tc<T, M_, K_, W_>;
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)       \
+    return split ? e23_fwd_tc<T, M_, K_, W_, true> : e23_fwd_tc<T, M_, K_, W_, false>;
       E23_TC_TILINGS(E23_TC_CASE)
 #undef E23_TC_CASE
     }
-    (void)tl;
+    (void)tl, (void)split;
     return nullptr;
   }
 };
@@ -1045,16 +1078,21 @@ inline bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, const DeviceIn
   return false;
 }
 
+inline bool tb_split(const TbPlan23 &tp, int64_t N) {
+  return slot_split(tp.pl.bg, tp.pl.R, 32 * tp.tl.nw, N) > 1;
+}
+
 template <typename T> struct BwdTc23 {
   using fn = void (*)(P23<T>);
-  static fn get(const tc::Tiling &tl) {
+  static fn get(const tc::Tiling &tl, bool split) {
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
 #define E23_TB_CASE(M_, K_, W_) \
-  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e23_bwd_tc<T, M_, K_, W_>;
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)       \
+    return split ? e23_bwd_tc<T, M_, K_, W_, true> : e23_bwd_tc<T, M_, K_, W_, false>;
       E23_TC_TILINGS(E23_TB_CASE)
 #undef E23_TB_CASE
     }
-    (void)tl;
+    (void)tl, (void)split;
     return nullptr;
   }
 };
@@ -1067,7 +1105,7 @@ bool tb_final(int64_t B, int64_t N, int64_t d, int64_t C, bool query, TbPlan23 *
   DeviceInfo info;
   if (device_info(&info) || !tb_plan23(B, N, d, C, info, tp)) return false;  // errors: v1 reports
   if (query) return true;
-  auto kernel = BwdTc23<T>::get(tp->tl);
+  auto kernel = BwdTc23<T>::get(tp->tl, tb_split(*tp, N));
   return kernel && cluster_fits(kernel, tp->pl, 32u * (unsigned)tp->tl.nw);
 }
 
@@ -1078,7 +1116,7 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
       p.tb_dh = tp.dh, p.tb_seg = tp.seg;
       p.scratch = static_cast<acc_t<T> *>(scratch);
-      return launch(BwdTc23<T>::get(tp.tl), tp.pl,
+      return launch(BwdTc23<T>::get(tp.tl, tb_split(tp, p.N)), tp.pl,
                     (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
                     32u * (unsigned)tp.tl.nw);
     }
@@ -1089,8 +1127,8 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
     if (e) return e;
     TcPlan23 tp;
     if (tc_plan23(p.B, p.N, p.d, info, &tp)) {
-      auto kernel = FwdTc23<T>::get(tp.tl);
       const unsigned threads = 32u * (unsigned)tp.tl.nw;
+      auto kernel = FwdTc23<T>::get(tp.tl, slot_split(tp.pl.bg, tp.pl.R, (int)threads, p.N) > 1);
       if (kernel && cluster_fits(kernel, tp.pl, threads)) {
         p.R = tp.pl.R, p.bg = tp.pl.bg;
         return launch(kernel, tp.pl, (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream,

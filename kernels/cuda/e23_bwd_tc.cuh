@@ -23,11 +23,12 @@
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial sums
 // part1/part2 [cs][bg][N], a and r [C][bg][N], the softmax gradients dsa/dsr [bg][N], dpre of the
-// CTA's units [bg][R], then dH and seg when on chip, and the fills' four mbarriers. The transposed
+// CTA's units [bg][R], the slot split's partial sums xp [threads] float2, then dH and seg when on
+// chip, and the fills' four mbarriers. The transposed
 // slices are staged over everything from red on before their fragments are loaded (the mbarriers
 // are initialized after).
 struct TbLay {
-  size_t red, part1, part2, as, rs, dsa, dsr, dpl, dh, seg, bars, total;
+  size_t red, part1, part2, as, rs, dsa, dsr, dpl, xp, dh, seg, bars, total;
 };
 __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
                                            int nw, int64_t C, bool dh_on, bool seg_on) {
@@ -47,6 +48,7 @@ __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int6
   l.dsa = take((size_t)bg * N * f);
   l.dsr = take((size_t)bg * N * f);
   l.dpl = take(slot);
+  l.xp = take((size_t)nw * 32 * 2 * f);
   l.dh = dh_on ? take((size_t)N * slot) : 0;
   l.seg = seg_on ? take((size_t)C * (N + 1) * slot) : 0;
   l.bars = take(4 * 8);
@@ -120,7 +122,7 @@ __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restri
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
 
-template <typename T, int MT, int KS, int NW>
+template <typename T, int MT, int KS, int NW, bool SPLIT>
 __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   using S = tc::Step<T, MT, KS, NW>;
   using P = tc::Pair<T>;
@@ -138,6 +140,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   auto sm = [&](size_t at) { return reinterpret_cast<float *>(tc_smem + at); };
   float *part1 = sm(l.part1), *part2 = sm(l.part2), *as = sm(l.as), *rs = sm(l.rs);
   float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
+  float2 *xp = reinterpret_cast<float2 *>(tc_smem + l.xp);
   float *glob = p.scratch + blockIdx.x * p.per_cta;
   float *dH = p.tb_dh ? sm(l.dh) : glob;
   float *seg = p.tb_seg ? sm(l.seg) : glob + (p.tb_dh ? 0 : N * SL);
@@ -164,8 +167,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     dH[k] = p.dtapeT && bi < B ? load(p.dtapeT + (bi * N + i) * d + r0 + k % R) : 0.f;
   }
   const int tid = (int)threadIdx.x, nth = (int)blockDim.x, warp = tid >> 5, lane = tid & 31;
-  const int n = tid / (R / 2), r = 2 * (tid % (R / 2));
-  const bool act = n < bg, fin = act && gb + n < B;  // act: a row of the group (zeros past B)
+  // The slot split (slot_split, cuda/e23.cu): the loops over the N slots at a column pair (dw,
+  // dpre's sum, dH's update, the read-back) would leave all but bg R / 2 threads waiting at the
+  // next barrier. Thread (sp, pq) takes pair pq and slots [i0, i1), and its partial sums meet in
+  // xp. Split threads own their slots of dH at their pair in every loop, so only the column sums
+  // read dH across threads.
+  const int pairs = bg * (R / 2);
+  const int SP = SPLIT ? slot_split(bg, R, NW * 32, N) : 1;
+  const int sp = tid / pairs, pq = tid % pairs;
+  const int n = pq / (R / 2), r = 2 * (pq % (R / 2));
+  const int i0 = sp * N / SP, i1 = (sp + 1) * N / SP;
+  const bool sact = sp < SP && n < bg;  // a split thread of a row of the group
+  const bool act = sact && sp == 0, fin = act && gb + n < B;  // act: zeros past B
   const int64_t c = r0 + r, base = (gb + n) * nt * d + c;
   const int me = n * R + r;
   const float scale = 1.f / sqrtf((float)d);
@@ -174,7 +187,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   auto hval = [&](int64_t t) {
     float2 v = make_float2(0.f, 0.f);
     const T *src = t >= 0 ? p.hs_in + base + t * d : p.h0 ? p.h0 + (gb + n) * d + c : nullptr;
-    if (fin && src) v = make_float2(load(src), load(src + 1));
+    if (sact && gb + n < B && src) v = make_float2(load(src), load(src + 1));
     return v;
   };
   auto dhs_at = [&](int64_t t) {
@@ -189,6 +202,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   int qs = 1;
   while (2 * qs <= R / 4 && bg * N * 2 * qs <= nth) qs *= 2;
   auto f4 = [](const float *p) { return reinterpret_cast<const float4 *>(p); };
+  // The split threads' partial sums v added up at sp == 0 (every thread calls it: a barrier).
+  auto gather = [&](float2 v) {
+    if (SP == 1) return v;
+    if (sact && sp > 0) xp[(sp - 1) * pairs + pq] = v;
+    __syncthreads();
+    if (act)
+      for (int k = 1; k < SP; k++) {
+        const float2 x = xp[(k - 1) * pairs + pq];
+        v.x += x.x, v.y += x.y;
+      }
+    return v;
+  };
   auto column_sums = [&](float *part, uint32_t bar, auto term) {
     for (int b0 = 0; b0 < bg * N * qs; b0 += nth) {
       const int k = b0 + nth - 1 - tid, task = k / qs, lq = k % qs;
@@ -261,14 +286,14 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
       // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
       float2 dw = make_float2(0.f, 0.f);
-      if (fin) {
+      if (sact)
 #pragma unroll 2
-        for (int i = 0; i < N; i++) {
+        for (int i = i0; i < i1; i++) {
           const float2 x = *pair_at(dH + i * SL);
           dw.x += a[i] * x.x, dw.y += a[i] * x.y;
         }
-        sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
-      }
+      dw = gather(dw);
+      if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
       column_sums(part1, dx.of(0), [&](int g, int i, int q) {
         const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
                      wa = f4(Hs + N * SL + g * R)[q];
@@ -283,22 +308,29 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       sx.wait(0);
       sw.product(0);
       __syncthreads();
-      float2 dpre = make_float2(0.f, 0.f);
-      if (act) {
-        const float2 tot = sw.sum(n, r);
-        float2 acc = make_float2(0.f, 0.f);
+      float2 dpre = make_float2(0.f, 0.f), acc = dpre;
+      if (sact)
 #pragma unroll 8
-        for (int i = 0; i < N; i++) {
+        for (int i = i0; i < i1; i++) {
           const float di = dsa[n * N + i];
           const float2 x = *pair_at(Hs + i * SL);
           acc.x += di * x.x, acc.y += di * x.y;
         }
+      acc = gather(acc);
+      if (act) {
+        const float2 tot = sw.sum(n, r);
         dpre.x = (carry.x + tot.x + scale * acc.x) * (1.f - hcur.x * hcur.x);
         dpre.y = (carry.y + tot.y + scale * acc.y) * (1.f - hcur.y * hcur.y);
         if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
         *pair_at(dpl) = dpre;
+      }
+      if (SP > 1) {  // dpre to the pair's other split threads
+        __syncthreads();
+        if (sact) dpre = *pair_at(dpl);
+      }
+      if (sact) {
 #pragma unroll 2
-        for (int i = 0; i < N; i++) {
+        for (int i = i0; i < i1; i++) {
           const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
           float2 *x = pair_at(dH + i * SL);
           const float2 v = *x;
@@ -324,10 +356,14 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       sx.wait(1);
       sh.product(1);
       __syncthreads();
+      float2 back = make_float2(0.f, 0.f);
+      if (sact)
+        back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0, scale,
+                         hprv);
+      back = gather(back);
       if (act) {
         const float2 tot = sh.sum(n, r);
-        const float2 acc = read_back(N, SL, Hs + me, dH + me, dsr + n * N, scale, hprv);
-        carry = make_float2(tot.x + scale * acc.x + gnext.x, tot.y + scale * acc.y + gnext.y);
+        carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
       }
       hcur = hprv;
       __syncthreads();
