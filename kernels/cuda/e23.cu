@@ -286,27 +286,44 @@ __device__ void attend_row(const A *part, int bg, int g, int64_t N, int cs, A sc
 }
 
 // Lane-resident softmax helpers for N < 32 K (slot i on lane i % 32, register i / 32): the
-// warp's reductions span the 2^k >= N lanes that hold values.
+// shuffle reductions span the 2^k >= N lanes that hold values.
 template <int K> __device__ __forceinline__ int lanes_width(int N) {
   return K > 1 || N > 16 ? 32 : N > 8 ? 16 : 8;
 }
 
+// The warp's maximum of v in one REDUX: the floats as ints that order the same way (negative
+// floats' magnitude bits flipped), NaN above everything.
+__device__ __forceinline__ float warp_max_redux(float v) {
+  int b = __float_as_int(v);
+  b = v != v ? 0x7fffffff : b < 0 ? b ^ 0x7fffffff : b;
+  b = __reduce_max_sync(0xffffffffu, b);
+  return __int_as_float(b < 0 ? b ^ 0x7fffffff : b);
+}
+
+// The warp's sum of v in [0, 4] (a lane's few softmax terms, each at most 1) in one REDUX, in
+// fixed point with 24 fraction bits: exact to 2^-25 a lane, and a softmax's sum is at least 1.
+__device__ __forceinline__ float warp_sum_unit(float v) {
+  return (float)__reduce_add_sync(0xffffffffu, __float2uint_rn(v * 16777216.f)) *
+         (1.f / 16777216.f);
+}
+
 // y = softmax(x) over the N slots held as in lanes_width, in f32 with ex2.approx and approximate
-// division (the 16-bit kernels' weights).
+// division (the 16-bit kernels' weights). The two reductions are REDUX instructions instead of
+// 3-5 shuffle levels each: this chain is on the forward step's critical path. K <= 3.
 template <int K>
-__device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K], int N, int lane,
-                                              int width) {
+__device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K], int N, int lane) {
+  static_assert(K <= 3, "warp_sum_unit sums at most 4 a lane");
   float m = -INFINITY, sum = 0.f;
 #pragma unroll
   for (int k = 0; k < K; k++)
     if (lane + 32 * k < N) m = (x[k] > m || x[k] != x[k]) ? x[k] : m;
-  m = warp_max(m, width);
+  m = warp_max_redux(m);
 #pragma unroll
   for (int k = 0; k < K; k++) {
     y[k] = lane + 32 * k < N ? __expf(x[k] - m) : 0.f;
     sum += y[k];
   }
-  sum = warp_sum(sum, width);
+  sum = warp_sum_unit(sum);
 #pragma unroll
   for (int k = 0; k < K; k++) y[k] = __fdividef(y[k], sum);
 }
@@ -316,14 +333,13 @@ __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K]
 template <int K>
 __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
                              bool step, int lane, float *r, float *a) {
-  const int width = lanes_width<K>(N);
   float sc[K], p[K];
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int i = lane + 32 * k;
     sc[k] = i <= N ? scale * partial_sum(part + g * (N + 1) + i, bg * (N + 1), cs) : 0.f;
   }
-  lanes_softmax<K>(sc, p, N, lane, width);
+  lanes_softmax<K>(sc, p, N, lane);
   if (step) {
     float q = 0.f, x[K], rn[K];  // q = w . h, slot N (a shuffle per register: selecting the
 #pragma unroll                   // register first made ptxas index sc in local memory)
@@ -333,7 +349,7 @@ __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, fl
     }
 #pragma unroll
     for (int k = 0; k < K; k++) x[k] = (1.f - p[k]) * sc[k] + p[k] * q;
-    lanes_softmax<K>(x, rn, N, lane, width);
+    lanes_softmax<K>(x, rn, N, lane);
 #pragma unroll
     for (int k = 0; k < K; k++)
       if (lane + 32 * k < N) a[lane + 32 * k] = p[k], r[lane + 32 * k] = rn[k];
