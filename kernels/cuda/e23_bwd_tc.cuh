@@ -183,13 +183,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   const int me = n * R + r;
   const float scale = 1.f / sqrtf((float)d);
   auto pair_at = [&](float *slot) { return reinterpret_cast<float2 *>(slot + me); };
-  // the pair's h_t (t = -1: h0 or zero)
-  auto hval = [&](int64_t t) {
-    float2 v = make_float2(0.f, 0.f);
+  // the pair's h_t (t = -1: h0 or zero) as stored, into v (zeros where there is none)
+  auto hfetch = [&](int64_t t, T *v) {
     const T *src = t >= 0 ? p.hs_in + base + t * d : p.h0 ? p.h0 + (gb + n) * d + c : nullptr;
-    if (sact && gb + n < B && src) v = make_float2(load(src), load(src + 1));
-    return v;
+    if (sact && gb + n < B && src) v[0] = src[0], v[1] = src[1];
   };
+  auto hval = [&](const T *v) { return make_float2(load(v), load(v + 1)); };
   auto dhs_at = [&](int64_t t) {
     return fin ? make_float2(load(p.dhs + base + t * d), load(p.dhs + base + t * d + 1))
                : make_float2(0.f, 0.f);
@@ -231,7 +230,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   if (fin && p.dhT) carry = make_float2(load(p.dhT + (gb + n) * d + c), load(p.dhT + (gb + n) * d + c + 1));
   if (nt > 0) {
     const float2 g = dhs_at(nt - 1);
-    hcur = hval(nt - 1), carry.x += g.x, carry.y += g.y;
+    T v[2] = {};
+    hfetch(nt - 1, v);
+    hcur = hval(v), carry.x += g.x, carry.y += g.y;
   }
   sync_all<true>();  // every CTA's mbarriers initialized before the first remote fill
   for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
@@ -279,7 +280,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     // completes before its last reader waited.
     for (int s = L - 1; s >= 0; s--) {
       const int64_t t = t0 + s;
-      const float2 hprv = hval(t - 1);  // h_{t-1}, needed last
+      T hraw[2] = {};  // h_{t-1}, needed last: converted there, so the load's latency hides
+      hfetch(t - 1, hraw);
       opaque(sw.hb), opaque(part1), opaque(part2);
       sh.hb = sw.hb;
       float *Hs = seg + s * (N + 1) * SL;
@@ -357,6 +359,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       sh.product(1);
       __syncthreads();
       float2 back = make_float2(0.f, 0.f);
+      const float2 hprv = hval(hraw);
       if (sact)
         back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0, scale,
                          hprv);
