@@ -101,6 +101,18 @@ Test(cuda_e23, tensor_core_backward) {
   check(2, 5, 520, 512, 2, ENG_BF16, 1, 1, 0);
 }
 
+/* The slot split of the tensor-core kernels (slot_split in cuda/e23.cu) where the slots do not
+ * divide evenly: N = 37 at d = 512 gives 2 split threads a pair with 18 and 19 slots, N = 41 at
+ * d = 256 gives 4 with 10, 10, 10 and 11 (forward f16 and bf16, backward bf16). The benchmark
+ * shapes split 8 (B = 4 N = 64) and 2 ways (B = 64 N = 64); tensor_core_backward's B = 19 N = 64
+ * splits 4 ways with 2 batch rows a cluster and the last group part-full. */
+Test(cuda_e23, slot_split) {
+  SKIP_WITHOUT_GPU();
+  check(4, 9, 37, 512, 4, ENG_BF16, 1, 1, 0);
+  check(3, 17, 41, 256, 4, ENG_BF16, 1, 1, 0);
+  check(3, 17, 41, 256, 4, ENG_F16, 0, 1, 1);
+}
+
 Test(cuda_e23, long_sequences_stay_finite) {
   SKIP_WITHOUT_GPU();
   check(2, 4096, 8, 64, 64, ENG_BF16, 1, 1, 0);

@@ -542,10 +542,11 @@ template <int R> __device__ __forceinline__ float dot16(const float *x, const fl
   return s;
 }
 
-// The slot split of the tensor-core kernels (see them): how many threads share a column pair's
-// loops over the N slots. pairs = bg R / 2 threads finish pairs; SP is a power of two, SP pairs
-// <= threads, and each split thread keeps at least 8 slots. The kernels are compiled for SP = 1
-// (SPLIT false) apart: the split's bookkeeping cost ~10% at N = 8.
+// The slot split of the tensor-core kernels (e23_fwd_tc, e23_bwd_tc): how many threads share a
+// column pair's loops over the N slots. pairs = bg R / 2 threads finish pairs; SP is a power of
+// two, SP pairs <= threads, and each split thread keeps at least 8 slots. The kernels are
+// compiled for SP = 1 (SPLIT false) apart: with the split's bookkeeping at run time the N = 8
+// backward lost up to 10%.
 __host__ __device__ inline int slot_split(int64_t bg, int64_t R, int threads, int64_t N) {
   const int64_t pairs = bg * (R / 2);
   int sp = 1;
@@ -602,7 +603,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // The slot split (slot_split): the tape's write and read over the N slots at a column pair
   // would leave all but bg R / 2 threads waiting at the next barrier. Thread (sp, pq) takes pair
   // pq's slots [i0, i1) and leaves its partial read in up, which the pair's finishing thread
-  // (sp = 0) adds after the next product.
+  // (sp = 0) adds after the next product's barrier; up is written again only after the next
+  // attend's barrier, which the finishing thread reaches after its read.
   const int pairs = (int)bg * (R / 2), tid = (int)threadIdx.x;
   const int SP = SPLIT ? slot_split(bg, R, NW * 32, N) : 1;
   const int sp = tid / pairs, pq = tid % pairs;

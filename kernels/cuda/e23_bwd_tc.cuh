@@ -24,9 +24,8 @@
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial sums
 // part1/part2 [cs][bg][N], a and r [C][bg][N], the softmax gradients dsa/dsr [bg][N], dpre of the
 // CTA's units [bg][R], the slot split's partial sums xp [threads] float2, then dH and seg when on
-// chip, and the fills' four mbarriers. The transposed
-// slices are staged over everything from red on before their fragments are loaded (the mbarriers
-// are initialized after).
+// chip, and the fills' four mbarriers. The transposed slices are staged over everything from red
+// on before their fragments are loaded (the mbarriers are initialized after).
 struct TbLay {
   size_t red, part1, part2, as, rs, dsa, dsr, dpl, xp, dh, seg, bars, total;
 };
@@ -202,6 +201,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   while (2 * qs <= R / 4 && bg * N * 2 * qs <= nth) qs *= 2;
   auto f4 = [](const float *p) { return reinterpret_cast<const float4 *>(p); };
   // The split threads' partial sums v added up at sp == 0 (every thread calls it: a barrier).
+  // One xp serves a step's three gathers: between one's reads and the next one's writes there is
+  // always a barrier (the product's, the dpre broadcast's or the step's last).
   auto gather = [&](float2 v) {
     if (SP == 1) return v;
     if (sact && sp > 0) xp[(sp - 1) * pairs + pq] = v;
