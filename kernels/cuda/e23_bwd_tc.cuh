@@ -117,6 +117,36 @@ __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restri
   return acc;
 }
 
+// dst(k, src(k)) for k = tid, tid + nth, ... < n: four loads in flight before their stores (one
+// at a time, each waited for its global load before the next began).
+template <typename F, typename G>
+__device__ __forceinline__ void gather_in(int n, int tid, int nth, F src, G dst) {
+  for (int k0 = tid; k0 < n; k0 += 4 * nth) {
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) v[j] = k0 + j * nth < n ? src(k0 + j * nth) : 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      if (k0 + j * nth < n) dst(k0 + j * nth, v[j]);
+  }
+}
+
+// One element's replay over a segment of L steps: x_{s+1} = (1 - a_s) x_s + a_s w_s, from x_0 =
+// x[0] into x[(s + 1) stride] (a_s at a[s as_], w_s at w[s stride]). The w_s live in the segment
+// store's slot N, the states in slots < N: disjoint, and __restrict__ lets the loads of later
+// steps run ahead of the stores (from L2 where the store is off chip).
+__device__ __forceinline__ void replay_chain(int L, const float *__restrict__ a, int as_,
+                                             const float *__restrict__ w, float *__restrict__ x,
+                                             int stride) {
+  float v = x[0];
+#pragma unroll 4
+  for (int s = 0; s + 1 < L; s++) {
+    const float ai = a[s * as_];
+    v = (1.f - ai) * v + ai * w[s * stride];
+    x[(s + 1) * stride] = v;
+  }
+}
+
 // Hides p's value from the compiler: the DSMEM addresses derived from it (8 CTAs x hi/lo a
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
@@ -240,33 +270,24 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     const int64_t t0 = kseg * C;
     const int L = (int)min((int64_t)C, nt - t0);
     // ---- replay: the segment's tapes from its checkpoint and the trace (rows past B: zeros) ----
-    for (int k = tid; k < N * SL; k += nth) {
-      const int i = k / SL, g = (k / R) % bg;
-      const int64_t bi = gb + g;
-      seg[k] = bi < B ? p.ck_in[bi * p.ck_len + (kseg * N + i) * d + r0 + k % R] : 0.f;
-    }
-    for (int k = tid; k < L * bg * N; k += nth) {  // a_t and r_t, [s][g][i]
-      const int s = k / (bg * N), i = k % N;
-      const int64_t bi = gb + (k / N) % bg, at = (t0 + s) * N + i;
-      as[k] = bi < B ? p.ck_in[bi * p.ck_len + p.ck_a + at] : 0.f;
-      rs[k] = bi < B ? p.ck_in[bi * p.ck_len + p.ck_r + at] : 0.f;
-    }
-    for (int k = tid; k < L * SL; k += nth) {  // w_t into slot N of step s's store
-      const int s = k / SL;
-      const int64_t bi = gb + (k / R) % bg;
-      seg[(s * (N + 1) + N) * SL + k % SL] =
-          bi < B ? p.ck_in[bi * p.ck_len + p.ck_w + (t0 + s) * d + r0 + k % R] : 0.f;
-    }
+    auto ck = [&](int64_t bi, int64_t at) { return bi < B ? p.ck_in[bi * p.ck_len + at] : 0.f; };
+    gather_in(N * SL, tid, nth, [&](int k) {
+      return ck(gb + (k / R) % bg, (kseg * N + k / SL) * d + r0 + k % R);
+    }, [&](int k, float v) { seg[k] = v; });
+    gather_in(L * bg * N, tid, nth, [&](int k) {  // a_t, [s][g][i]
+      return ck(gb + (k / N) % bg, p.ck_a + (t0 + k / (bg * N)) * N + k % N);
+    }, [&](int k, float v) { as[k] = v; });
+    gather_in(L * bg * N, tid, nth, [&](int k) {  // r_t
+      return ck(gb + (k / N) % bg, p.ck_r + (t0 + k / (bg * N)) * N + k % N);
+    }, [&](int k, float v) { rs[k] = v; });
+    gather_in(L * SL, tid, nth, [&](int k) {  // w_t into slot N of step s's store
+      return ck(gb + (k / R) % bg, p.ck_w + (t0 + k / SL) * d + r0 + k % R);
+    }, [&](int k, float v) { seg[((k / SL) * (N + 1) + N) * SL + k % SL] = v; });
     __syncthreads();
     // H_{t+1} = (1 - a_t) H_t + a_t w_t^T (the forward's expression), a thread an element
     for (int k = tid; k < N * SL; k += nth) {
       const int i = k / SL, g = (k / R) % bg, jj = k % R;
-      float x = seg[k];
-      for (int s = 0; s + 1 < L; s++) {
-        const float ai = as[(s * bg + g) * N + i];
-        x = (1.f - ai) * x + ai * seg[(s * (N + 1) + N) * SL + g * R + jj];
-        seg[(s + 1) * (N + 1) * SL + k] = x;
-      }
+      replay_chain(L, as + g * N + i, bg * N, seg + N * SL + g * R + jj, seg + k, (N + 1) * SL);
     }
     __syncthreads();
     // ---- the walk back ----
