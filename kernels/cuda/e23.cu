@@ -553,6 +553,29 @@ __host__ __device__ inline int slot_split(int64_t bg, int64_t R, int threads, in
   while (2 * sp * pairs <= threads && 16 * sp <= N) sp *= 2;
   return sp;
 }
+// Whether a tensor-core plan for these sizes splits (its kernels are compiled apart).
+inline bool splits(const Plan &pl, const tc::Tiling &tl, int64_t N) {
+  return slot_split(pl.bg, pl.R, 32 * tl.nw, N) > 1;
+}
+
+// Thread tid's place in the slot split: pair pq (batch row n, units r and r + 1 of the CTA's R),
+// part sp of SP, slots [i0, i1). Parts sp > 0 leave their partial sums in a buffer of
+// (SP - 1) pairs float2 that part 0 adds up after a barrier.
+struct SplitPlace {
+  int SP, pairs, sp, pq, n, r, i0, i1;
+  __device__ SplitPlace(bool split, int64_t bg, int R, int threads, int64_t N, int tid)
+      : SP(split ? slot_split(bg, R, threads, N) : 1), pairs((int)bg * (R / 2)), sp(tid / pairs),
+        pq(tid % pairs), n(pq / (R / 2)), r(2 * (pq % (R / 2))), i0(sp * (int)N / SP),
+        i1((sp + 1) * (int)N / SP) {}
+  __device__ void put(float2 *buf, float2 v) const { buf[(sp - 1) * pairs + pq] = v; }
+  __device__ float2 add_others(const float2 *buf, float2 v) const {
+    for (int k = 1; k < SP; k++) {
+      const float2 x = buf[(k - 1) * pairs + pq];
+      v.x += x.x, v.y += x.y;
+    }
+    return v;
+  }
+};
 
 template <typename T, int MT, int KS, int NW, bool SPLIT>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
@@ -605,13 +628,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // pq's slots [i0, i1) and leaves its partial read in up, which the pair's finishing thread
   // (sp = 0) adds after the next product's barrier; up is written again only after the next
   // attend's barrier, which the finishing thread reaches after its read.
-  const int pairs = (int)bg * (R / 2), tid = (int)threadIdx.x;
-  const int SP = SPLIT ? slot_split(bg, R, NW * 32, N) : 1;
-  const int sp = tid / pairs, pq = tid % pairs;
-  const int n = pq / (R / 2), r = 2 * (pq % (R / 2));
-  const int i0 = sp * (int)N / SP, i1 = (sp + 1) * (int)N / SP;
-  const int warp = tid >> 5, lane = tid & 31;
-  const bool sact = sp < SP && n < bg && gb + n < B, fin = sact && sp == 0;
+  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const SplitPlace sl(SPLIT, bg, R, NW * 32, N, tid);
+  const int n = sl.n, r = sl.r, sp = sl.sp, i0 = sl.i0, i1 = sl.i1;
+  const bool sact = sp < sl.SP && n < bg && gb + n < B, fin = sact && sp == 0;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
   const float scale = 1.f / sqrtf((float)d);
   float bias[2] = {}, u[2] = {};  // b; step t's read (H^T r) at (c, c + 1)
@@ -651,7 +671,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // (sp = 0 keeps it, the others leave it in up).
   auto share = [&](float u0, float u1) {
     if (sp == 0) u[0] = u0, u[1] = u1;
-    else up[(sp - 1) * pairs + pq] = make_float2(u0, u1);
+    else sl.put(up, make_float2(u0, u1));
   };
   auto read = [&]() {
     float u0 = 0.f, u1 = 0.f;
@@ -681,10 +701,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     __syncthreads();
     if (fin) {
       const float2 s = sh.sum(n, r);
-      for (int k = 1; k < SP; k++) {
-        const float2 x = up[(k - 1) * pairs + pq];
-        u[0] += x.x, u[1] += x.y;
-      }
+      const float2 ut = sl.add_others(up, make_float2(u[0], u[1]));
+      u[0] = ut.x, u[1] = ut.y;
       const float h[2] = {tanhf(s.x + load(&xr[0]) + bias[0] + u[0]),
                           tanhf(s.y + load(&xr[1]) + bias[1] + u[1])};
       *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);
@@ -1096,10 +1114,6 @@ inline bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, const DeviceIn
   return false;
 }
 
-inline bool tb_split(const TbPlan23 &tp, int64_t N) {
-  return slot_split(tp.pl.bg, tp.pl.R, 32 * tp.tl.nw, N) > 1;
-}
-
 template <typename T> struct BwdTc23 {
   using fn = void (*)(P23<T>);
   static fn get(const tc::Tiling &tl, bool split) {
@@ -1123,7 +1137,7 @@ bool tb_final(int64_t B, int64_t N, int64_t d, int64_t C, bool query, TbPlan23 *
   DeviceInfo info;
   if (device_info(&info) || !tb_plan23(B, N, d, C, info, tp)) return false;  // errors: v1 reports
   if (query) return true;
-  auto kernel = BwdTc23<T>::get(tp->tl, tb_split(*tp, N));
+  auto kernel = BwdTc23<T>::get(tp->tl, splits(tp->pl, tp->tl, N));
   return kernel && cluster_fits(kernel, tp->pl, 32u * (unsigned)tp->tl.nw);
 }
 
@@ -1134,7 +1148,7 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
       p.tb_dh = tp.dh, p.tb_seg = tp.seg;
       p.scratch = static_cast<acc_t<T> *>(scratch);
-      return launch(BwdTc23<T>::get(tp.tl, tb_split(tp, p.N)), tp.pl,
+      return launch(BwdTc23<T>::get(tp.tl, splits(tp.pl, tp.tl, p.N)), tp.pl,
                     (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
                     32u * (unsigned)tp.tl.nw);
     }
@@ -1146,7 +1160,7 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
     TcPlan23 tp;
     if (tc_plan23(p.B, p.N, p.d, info, &tp)) {
       const unsigned threads = 32u * (unsigned)tp.tl.nw;
-      auto kernel = FwdTc23<T>::get(tp.tl, slot_split(tp.pl.bg, tp.pl.R, (int)threads, p.N) > 1);
+      auto kernel = FwdTc23<T>::get(tp.tl, splits(tp.pl, tp.tl, p.N));
       if (kernel && cluster_fits(kernel, tp.pl, threads)) {
         p.R = tp.pl.R, p.bg = tp.pl.bg;
         return launch(kernel, tp.pl, (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream,

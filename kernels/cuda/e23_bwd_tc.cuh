@@ -201,12 +201,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   // next barrier. Thread (sp, pq) takes pair pq and slots [i0, i1), and its partial sums meet in
   // xp. Split threads own their slots of dH at their pair in every loop, so only the column sums
   // read dH across threads.
-  const int pairs = bg * (R / 2);
-  const int SP = SPLIT ? slot_split(bg, R, NW * 32, N) : 1;
-  const int sp = tid / pairs, pq = tid % pairs;
-  const int n = pq / (R / 2), r = 2 * (pq % (R / 2));
-  const int i0 = sp * N / SP, i1 = (sp + 1) * N / SP;
-  const bool sact = sp < SP && n < bg;  // a split thread of a row of the group
+  const SplitPlace sl(SPLIT, bg, R, NW * 32, N, tid);
+  const int n = sl.n, r = sl.r, sp = sl.sp, i0 = sl.i0, i1 = sl.i1;
+  const bool sact = sp < sl.SP && n < bg;  // a split thread of a row of the group
   const bool act = sact && sp == 0, fin = act && gb + n < B;  // act: zeros past B
   const int64_t c = r0 + r, base = (gb + n) * nt * d + c;
   const int me = n * R + r;
@@ -234,15 +231,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   // One xp serves a step's three gathers: between one's reads and the next one's writes there is
   // always a barrier (the product's, the dpre broadcast's or the step's last).
   auto gather = [&](float2 v) {
-    if (SP == 1) return v;
-    if (sact && sp > 0) xp[(sp - 1) * pairs + pq] = v;
+    if (sl.SP == 1) return v;
+    if (sact && sp > 0) sl.put(xp, v);
     __syncthreads();
-    if (act)
-      for (int k = 1; k < SP; k++) {
-        const float2 x = xp[(k - 1) * pairs + pq];
-        v.x += x.x, v.y += x.y;
-      }
-    return v;
+    return act ? sl.add_others(xp, v) : v;
   };
   auto column_sums = [&](float *part, uint32_t bar, auto term) {
     for (int b0 = 0; b0 < bg * N * qs; b0 += nth) {
@@ -348,7 +340,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
         *pair_at(dpl) = dpre;
       }
-      if (SP > 1) {  // dpre to the pair's other split threads
+      if (sl.SP > 1) {  // dpre to the pair's other split threads
         __syncthreads();
         if (sact) dpre = *pair_at(dpl);
       }
