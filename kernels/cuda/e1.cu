@@ -427,21 +427,26 @@ template <typename T> Plan fallback_plan(int64_t B, int64_t d, int na, const Dev
               false};
 }
 
-// na: the per-step input arrays the kernel prefetches (2 forward, 3 backward).
-template <typename T>
-cudaError_t plan_for(int64_t B, int64_t d, int na, const DeviceInfo &info, Plan *pl) {
+// na: the per-step input arrays the kernel prefetches (2 forward, 3 backward). resident(plan):
+// how many clusters of the plan can be resident at once (resident_clusters of its kernel).
+template <typename T, typename F>
+cudaError_t plan_for(int64_t B, int64_t d, int na, const DeviceInfo &info, F resident, Plan *pl) {
   using A = acc_t<T>;
   if (sizeof(T) <= 4 && info.smem_optin > 0) {
     for (int cs : {8, 16}) {
       const int64_t R = (d + cs - 1) / cs;
-      const int bg = pick_bg(B, cs, info.sms);
-      for (int g = bg; g >= 1; g /= 2) {
+      auto plan = [&](int g) {
         const size_t smem = 2 * (size_t)g * d * sizeof(A) + stage_bytes(g, R, na, sizeof(A)) +
                             (size_t)R * d * sizeof(T);
-        if (smem <= (size_t)info.smem_optin) {
-          *pl = Plan{true, cs, g, R, smem, d % (16 / (int64_t)sizeof(T)) == 0};
-          return cudaSuccess;
-        }
+        return Plan{true, cs, g, R, smem, d % (16 / (int64_t)sizeof(T)) == 0};
+      };
+      const int bg = pick_group(B, cs, info.sms, 8, true, [&](int g) {
+        const Plan p = plan(g);
+        return p.smem <= (size_t)info.smem_optin ? resident(p) : 0;
+      });
+      if (bg > 0) {
+        *pl = plan(bg);
+        return cudaSuccess;
       }
     }
   }
@@ -452,14 +457,13 @@ cudaError_t plan_for(int64_t B, int64_t d, int na, const DeviceInfo &info, Plan 
 }
 
 // The tensor-core plan (16-bit T): a cluster of cs = 8 (or 16) CTAs whose R = d / cs rows and d
-// match a tiling of e1_mma.cuh, with its shared memory within the opt-in limit. pack: the
-// group's hi and lo parts share the mma's 8 columns (tc::Step's PACK), for bg <= 4.
+// match a tiling of e1_mma.cuh, with its shared memory within the opt-in limit (bg is left to
+// the caller, which knows the kernels).
 struct TcPlan {
   Plan pl;
   tc::Tiling tl;
-  bool pack;
 };
-inline bool tc_plan(int64_t B, int64_t d, const DeviceInfo &info, TcPlan *out) {
+inline bool tc_plan(int64_t d, const DeviceInfo &info, TcPlan *out) {
   if (info.smem_optin <= 0) return false;
   for (int cs : {8, 16}) {
     const int64_t R = d / cs;
@@ -467,8 +471,7 @@ inline bool tc_plan(int64_t B, int64_t d, const DeviceInfo &info, TcPlan *out) {
       const size_t smem = kTcBars + tc::smem_bytes(d, R, tl.nw);
       if (R == 32 * tl.mt && d == (int64_t)16 * tl.ks * tl.nw && d % cs == 0 &&
           smem <= (size_t)info.smem_optin) {
-        const int bg = pick_bg(B, cs, info.sms);
-        *out = TcPlan{Plan{true, cs, bg, R, smem, false}, tl, bg <= 4};
+        *out = TcPlan{Plan{true, cs, 0, R, smem, false}, tl};
         return true;
       }
     }
@@ -478,33 +481,46 @@ inline bool tc_plan(int64_t B, int64_t d, const DeviceInfo &info, TcPlan *out) {
 
 // Runs the tensor-core kernel TK<T> where its plan applies and its clusters can be scheduled, else
 // kernel K<T, BG, CL, VEC> for the plan; falls back to the global-memory kernel when the clusters
-// cannot be scheduled.
+// cannot be scheduled. The tensor-core kernels take any bg <= 8 (their columns hold the group's
+// hi and lo parts: one 8-column tile for bg <= 4, PACK, else two), so the group count can be the
+// resident clusters' (B = 64 at d = 768 on an H200: 13 clusters of 5 rows, where 16 of 4 would
+// run the 16th alone after the others). whole_sm: the tensor-core CTAs ask for more than half an
+// SM's shared memory, so that none shares an SM (the forward: measured below).
 template <typename T, template <typename, int, bool, bool> class K, template <typename> class TK,
           typename P>
-cudaError_t run(P p, int64_t B, int64_t d, int na, cudaStream_t stream) {
+cudaError_t run(P p, int64_t B, int64_t d, int na, bool whole_sm, cudaStream_t stream) {
   DeviceInfo info;
   cudaError_t e = device_info(&info);
   if (e) return e;
   TcPlan tp;
-  if (sizeof(T) == 2 && tc_plan(B, d, info, &tp)) {
-    auto kernel = TK<T>::get(tp.tl, tp.pack);
+  if (sizeof(T) == 2 && tc_plan(d, info, &tp)) {
     const unsigned threads = 32u * (unsigned)tp.tl.nw;
-    if (kernel && cluster_fits(kernel, tp.pl, threads)) {
-      p.R = tp.pl.R, p.bg = tp.pl.bg;
-      return launch(kernel, tp.pl, (unsigned)((B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
-                    threads);
+    auto plan = [&](int g) {
+      Plan pl = tp.pl;
+      pl.bg = g;
+      const size_t half = (size_t)info.smem_sm / 2 + 1024;
+      if (whole_sm && pl.smem < half && half <= (size_t)info.smem_optin) pl.smem = half;
+      return pl;
+    };
+    const int bg = pick_group(B, tp.pl.cs, info.sms, 8, false, [&](int g) {
+      return resident_clusters(TK<T>::get(tp.tl, g <= 4), plan(g), threads);
+    });
+    if (bg > 0) {
+      p.R = tp.pl.R, p.bg = bg;
+      return launch(TK<T>::get(tp.tl, bg <= 4), plan(bg), (unsigned)((B + bg - 1) / bg * tp.pl.cs),
+                    stream, p, threads);
     }
   }
   Plan pl;
-  if ((e = plan_for<T>(B, d, na, info, &pl))) return e;
+  if ((e = plan_for<T>(B, d, na, info,
+                       [&](const Plan &q) {
+                         return resident_clusters(K<T, 1, true, false>::get(q.bg, q.vec), q);
+                       },
+                       &pl)))
+    return e;
   p.R = pl.R;
-  if (pl.cl) {
-    auto kernel = K<T, 1, true, false>::get(pl.bg, pl.vec);
-    if (kernel && cluster_fits(kernel, pl))
-      return launch(kernel, pl, (unsigned)((B + pl.bg - 1) / pl.bg * pl.cs), stream, p);
-    pl = fallback_plan<T>(B, d, na, info);
-    p.R = d;
-  }
+  if (pl.cl) return launch(K<T, 1, true, false>::get(pl.bg, pl.vec), pl,
+                           (unsigned)((B + pl.bg - 1) / pl.bg * pl.cs), stream, p);
   auto kernel = K<T, 1, false, false>::get(pl.bg, false);
   return launch(kernel, pl, (unsigned)((B + pl.bg - 1) / pl.bg), stream, p);
 }
@@ -571,7 +587,10 @@ extern "C" int eng_kcuda_e1_forward(eng_dtype_t dt, int64_t B, int64_t T_, int64
   ENG_KC_FLOAT_TYPES(dt, {
     Fwd<T> p{B, T_, d, d, 1, (const T *)xw, (const T *)z, (const T *)W, (const T *)b,
              (const T *)h0, (T *)y, (T *)hT, (T *)hs};
-    return (int)run<T, FwdK, FwdTc>(p, B, d, 2, stream);
+    // A forward CTA on an SM of its own: B = 64 d = 512 (H200) 1.48 -> 1.34 us a step, where two
+    // could share one (half the SM's registers, 97 KB of shared memory each); the
+    // backward lost 4% so.
+    return (int)run<T, FwdK, FwdTc>(p, B, d, 2, true, stream);
   })
   return 0;
 }
@@ -583,7 +602,7 @@ extern "C" int eng_kcuda_e1_backward(eng_dtype_t dt, int64_t B, int64_t T_, int6
   ENG_KC_FLOAT_TYPES(dt, {
     Bwd<T> p{B, T_, d, d, 1, (const T *)z, (const T *)W, (const T *)hs, (const T *)dy,
              (const T *)dhT, (T *)dxw, (T *)dz, (T *)dh0};
-    return (int)run<T, BwdK, BwdTc>(p, B, d, 3, stream);
+    return (int)run<T, BwdK, BwdTc>(p, B, d, 3, false, stream);
   })
   return 0;
 }

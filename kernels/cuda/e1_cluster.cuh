@@ -224,7 +224,7 @@ struct Plan {
 };
 
 struct DeviceInfo {
-  int sms = 0, smem_optin = 0;
+  int sms = 0, smem_optin = 0, smem_sm = 0;  // smem_sm: shared memory an SM holds
 };
 
 inline cudaError_t device_info(DeviceInfo *info) {
@@ -232,6 +232,7 @@ inline cudaError_t device_info(DeviceInfo *info) {
   cudaError_t e = cudaGetDevice(&dev);
   if (!e) e = cudaDeviceGetAttribute(&info->sms, cudaDevAttrMultiProcessorCount, dev);
   if (!e) e = cudaDeviceGetAttribute(&info->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (!e) e = cudaDeviceGetAttribute(&info->smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
   if (!e) {
     int major = 0;
     e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -267,17 +268,32 @@ inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t 
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-// Whether a cluster launch of this plan can run at all (the clusters fit on the GPU).
+// How many clusters of this plan (pl.cs CTAs of `threads` threads and pl.smem bytes) can be
+// resident at once; 0 where none can or the query fails. Not sms / cs: a cluster's CTAs share a
+// GPC, and the GPCs' SMs do not split into whole clusters (an H200 holds 15 clusters of 8 CTAs
+// of a whole SM each, not 16). A persistent kernel whose clusters do not all fit runs the rest
+// in a second wave, at twice the time. The plans ask on every launch, so the answers are kept
+// (per thread and device).
 template <typename K>
-inline bool cluster_fits(K kernel, const Plan &pl, unsigned threads = kThreads) {
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem)) {
+inline int resident_clusters(K kernel, const Plan &pl, unsigned threads = kThreads) {
+  struct Known {
+    const void *kernel;
+    size_t smem;
+    unsigned threads;
+    int cs, dev, n;
+  };
+  static thread_local Known known[16];
+  static thread_local int next = 0;
+  int dev = 0;
+  if (!kernel || cudaGetDevice(&dev)) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
-  if (pl.cs > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) {
-    cudaGetLastError();
-    return false;
-  }
+  const void *key = reinterpret_cast<const void *>(kernel);
+  for (const Known &k : known)
+    if (k.kernel == key && k.smem == pl.smem && k.threads == threads && k.cs == pl.cs && k.dev == dev)
+      return k.n;
+  int n = 0;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)pl.cs);
   cfg.blockDim = dim3(threads);
@@ -289,20 +305,33 @@ inline bool cluster_fits(K kernel, const Plan &pl, unsigned threads = kThreads) 
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg)) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem) ||
+      (pl.cs > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) ||
+      cudaOccupancyMaxActiveClusters(&n, kernel, &cfg)) {
     cudaGetLastError();
-    return false;
+    n = 0;
   }
-  return n > 0;
+  known[next] = Known{key, pl.smem, threads, pl.cs, dev, n};
+  next = (next + 1) % 16;
+  return n;
 }
 
-// The batch rows per cluster: the fewest (most parallel chains) that still let every cluster be
-// resident at once, from {1, 2, 4, 8}.
-inline int pick_bg(int64_t B, int ctas_per_group, int sms) {
-  for (int bg = 1; bg < 8; bg *= 2)
-    if ((B + bg - 1) / bg * ctas_per_group <= sms) return bg;
-  return 8;
+// The batch rows per cluster (or CTA) for B rows of clusters of cs CTAs: the fewest g of 1..most
+// (powers of two when pow2) whose ceil(B / g) clusters are all resident at once, for the most
+// parallel chains in one wave; where none are, the largest g that runs at all (more waves); 0
+// where none runs. resident(g): how many clusters of the plan for g rows can be resident (0 where
+// that plan does not exist); it is asked only where the sms could hold them all, or to fall back.
+template <typename F>
+inline int pick_group(int64_t B, int cs, int sms, int most, bool pow2, F resident) {
+  int last = 1;
+  for (int g = 1; g <= most; g = pow2 ? 2 * g : g + 1) {
+    const int64_t groups = (B + g - 1) / g;
+    if (groups * cs <= sms && resident(g) >= groups) return g;
+    last = g;
+  }
+  for (int g = last; g >= 1; g = pow2 ? g / 2 : g - 1)
+    if (resident(g) > 0) return g;
+  return 0;
 }
 
 }  // namespace es

@@ -553,9 +553,15 @@ __host__ __device__ inline int slot_split(int64_t bg, int64_t R, int threads, in
   while (2 * sp * pairs <= threads && 16 * sp <= N) sp *= 2;
   return sp;
 }
-// Whether a tensor-core plan for these sizes splits (its kernels are compiled apart).
-inline bool splits(const Plan &pl, const tc::Tiling &tl, int64_t N) {
-  return slot_split(pl.bg, pl.R, 32 * tl.nw, N) > 1;
+// Which compiled variant of the tensor-core kernels a plan runs: split, whether the slot split
+// is on (slot_split > 1); pack, whether the batch group's hi and lo parts share the mma's 8
+// columns (tc::Step's PACK: half the mma's on the chain, for bg <= 4). A plan without pack has
+// bg > 4, where the slot split is off at these tilings (bg R / 2 pairs fill the CTA).
+struct TcVariant {
+  bool split, pack;
+};
+inline TcVariant tc_variant(const Plan &pl, const tc::Tiling &tl, int64_t N) {
+  return TcVariant{slot_split(pl.bg, pl.R, 32 * tl.nw, N) > 1, pl.bg <= 4};
 }
 
 // Thread tid's place in the slot split: pair pq (batch row n, units r and r + 1 of the CTA's R),
@@ -577,15 +583,15 @@ struct SplitPlace {
   }
 };
 
-template <typename T, int MT, int KS, int NW, bool SPLIT>
+template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
-  using S = tc::Step<T, MT, KS, NW>;
+  using S = tc::Step<T, MT, KS, NW, PACK>;
   constexpr int R = S::R;
   constexpr int64_t d = S::D, LT = tc_ldt(R);
   extern __shared__ __align__(128) unsigned char tc_smem[];
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
+  if (cs != S::CS || p.d != d || p.bg > S::NR) __trap();  // the plan picks the tiling and PACK
   const int64_t N = p.N, bg = p.bg, gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B;
   const TcLay l = tc_layout(d, N, R, bg, cs, NW);
   float *part = reinterpret_cast<float *>(tc_smem + l.part);
@@ -626,8 +632,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // The slot split (slot_split): the tape's write and read over the N slots at a column pair
   // would leave all but bg R / 2 threads waiting at the next barrier. Thread (sp, pq) takes pair
   // pq's slots [i0, i1) and leaves its partial read in up, which the pair's finishing thread
-  // (sp = 0) adds after the next product's barrier; up is written again only after the next
-  // attend's barrier, which the finishing thread reaches after its read.
+  // (sp = 0) adds after the barrier that starts the next step; up is written again only after
+  // the next attend's barrier, which the finishing thread reaches after its read.
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const SplitPlace sl(SPLIT, bg, R, NW * 32, N, tid);
   const int n = sl.n, r = sl.r, sp = sl.sp, i0 = sl.i0, i1 = sl.i1;
@@ -685,20 +691,23 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   sync_all<true>();  // every CTA started and initialized before the first remote store
   scores(false);
   sync_all<true>();
-  attend(-1);
+  sh.product(0);  // step 0's W_h h0 (red is free: the fragments are loaded); attend's barrier
+  attend(-1);     // ends it
   if (sact) read();
   int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
   // A step: h_t = tanh(W_h h_{t-1} + xw + b + u) into state buffer (t + 1) & 1 of every CTA; w =
-  // W_write h_t (all CTAs' h_t: after hx's wait); the partial scores into every CTA's part (after
-  // px's wait: the softmax). Why no CTA refills a buffer another still reads, without a cluster
-  // barrier: CTA Q fills buffer (t + 1) & 1 at step t after its wait for step t - 1's fill, which
-  // CTA P sends only after its step t - 1 product over that buffer (P's step t - 2 W_write product
-  // read it before); Q fills part at step t after its wait for h_t, which P sends only after its
-  // step t - 1 softmax read part. Every fill is waited for, so none targets an exited CTA.
+  // W_write h_t (all CTAs' h_t: after hx's wait); the partial scores into every CTA's part, then
+  // the next step's W_h h_t while their exchange is under way (after px's wait: the softmax, whose
+  // barrier also ends that product). Why no CTA refills a buffer another still reads, without a
+  // cluster barrier: CTA Q fills buffer (t + 1) & 1 at step t after its wait for step t - 1's
+  // fill, which CTA P sends only after both its step t - 2 products over that buffer; Q fills part
+  // at step t after its wait for h_t, which P sends only after its step t - 1 softmax read part.
+  // Every fill is waited for, so none targets an exited CTA. red holds W_h h_{t-1} from step t -
+  // 1's product until the finishing threads' sums, each before its thread sends h_t: hx's wait
+  // tells every thread that they are done before W_write's product overwrites it.
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
-    sh.product(buf);
-    __syncthreads();
+    if constexpr (SPLIT) __syncthreads();  // the split threads' partial reads in up
     if (fin) {
       const float2 s = sh.sum(n, r);
       const float2 ut = sl.add_others(up, make_float2(u[0], u[1]));
@@ -727,6 +736,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     }
     __syncthreads();
     scores(true);
+    if (t + 1 < p.nt) sh.product(buf ^ 1);
     px.wait(0);
     attend(t);
     if (sact) {  // the write H <- (1 - a) H + a w^T of the thread's slots at its columns, then
@@ -979,35 +989,6 @@ struct Plan23 {
   int64_t per_cta, ctas;
 };
 
-template <typename T>
-cudaError_t plan23(int64_t B, int64_t N, int64_t d, int64_t C, bool bwd, Plan23 *out) {
-  using A = acc_t<T>;
-  DeviceInfo info;
-  cudaError_t e = device_info(&info);
-  if (e) return e;
-  const size_t cap = (size_t)info.smem_optin;
-  if (sizeof(T) <= 4 && cap > 0) {
-    for (int cs : {8, 16}) {
-      const int64_t R = (d + cs - 1) / cs;
-      for (int g = pick_bg(B, cs, info.sms); g >= 1; g /= 2)
-        for (int ts = bwd ? 0 : 1; ts >= 0; ts--) {
-          const Lay l = layout(d, N, R, g, cs, true, bwd, ts, sizeof(T), sizeof(A));
-          if (l.total > cap) continue;
-          const int64_t groups = (B + g - 1) / g;
-          *out = Plan23{Plan{true, cs, g, R, l.total, false}, ts != 0,
-                        scratch_elems(N, R, C, g, bwd, ts), groups * cs};
-          return cudaSuccess;
-        }
-    }
-  }
-  const int g = B > info.sms ? 4 : 1;
-  const Lay l = layout(d, N, d, g, 1, false, bwd, false, sizeof(T), sizeof(A));
-  if (l.total > (cap > 0 ? cap : 48 * 1024)) return cudaErrorInvalidValue;
-  *out = Plan23{Plan{false, 1, g, d, l.total, false}, false, scratch_elems(N, d, C, g, bwd, false),
-                (B + g - 1) / g};
-  return cudaSuccess;
-}
-
 template <typename T, bool BWD> struct Pick {
   using fn = void (*)(P23<T>);
   static fn get(bool cl, int bg) {
@@ -1024,131 +1005,160 @@ template <typename T, bool BWD> struct Pick {
   }
 };
 
-// The plan actually launched: a cluster plan that cannot be scheduled falls back (before any
-// scratch is sized, so the scratch query and the launch agree).
+// The generic kernels' plan, the one launched (the scratch query asks for the same): a cluster
+// plan with the batch rows per cluster that pick_group finds for its kernel (the tape in shared
+// memory where it fits, forward), else one CTA per batch group with W from global memory.
 template <typename T, bool BWD>
-cudaError_t final_plan(int64_t B, int64_t N, int64_t d, int64_t C, Plan23 *pl) {
-  cudaError_t e = plan23<T>(B, N, d, C, BWD, pl);
-  if (e || !pl->pl.cl) return e;
-  if (cluster_fits(Pick<T, BWD>::get(true, pl->pl.bg), pl->pl)) return cudaSuccess;
+cudaError_t final_plan(int64_t B, int64_t N, int64_t d, int64_t C, Plan23 *out) {
   using A = acc_t<T>;
-  const int g = pl->pl.bg > 1 ? 4 : 1;
+  DeviceInfo info;
+  cudaError_t e = device_info(&info);
+  if (e) return e;
+  const size_t cap = (size_t)info.smem_optin;
+  if (sizeof(T) <= 4 && cap > 0) {
+    for (int cs : {8, 16}) {
+      const int64_t R = (d + cs - 1) / cs;
+      auto plan = [&](int g, Plan23 *pl) {
+        for (int ts = BWD ? 0 : 1; ts >= 0; ts--) {
+          const Lay l = layout(d, N, R, g, cs, true, BWD, ts, sizeof(T), sizeof(A));
+          if (l.total > cap) continue;
+          *pl = Plan23{Plan{true, cs, g, R, l.total, false}, ts != 0,
+                       scratch_elems(N, R, C, g, BWD, ts), (B + g - 1) / g * cs};
+          return true;
+        }
+        return false;
+      };
+      const int g = pick_group(B, cs, info.sms, 8, true, [&](int g) {
+        Plan23 pl;
+        return plan(g, &pl) ? resident_clusters(Pick<T, BWD>::get(true, g), pl.pl) : 0;
+      });
+      if (g > 0 && plan(g, out)) return cudaSuccess;
+    }
+  }
+  const int g = B > info.sms ? 4 : 1;
   const Lay l = layout(d, N, d, g, 1, false, BWD, false, sizeof(T), sizeof(A));
-  *pl = Plan23{Plan{false, 1, g, d, l.total, false}, false, scratch_elems(N, d, C, g, BWD, false),
-               (B + g - 1) / g};
+  if (l.total > (cap > 0 ? cap : 48 * 1024)) return cudaErrorInvalidValue;
+  *out = Plan23{Plan{false, 1, g, d, l.total, false}, false, scratch_elems(N, d, C, g, BWD, false),
+                (B + g - 1) / g};
   return cudaSuccess;
 }
 
+template <typename T> struct FwdTc23 {
+  using fn = void (*)(P23<T>);
+  static fn get(const tc::Tiling &tl, TcVariant v) {
+    if constexpr (sizeof(T) == 2) {
+#define E23_TC_CASE(M_, K_, W_)                                                             \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)                                            \
+    return !v.pack ? (v.split ? nullptr : e23_fwd_tc<T, M_, K_, W_, false, false>)          \
+                   : v.split ? e23_fwd_tc<T, M_, K_, W_, true, true>                        \
+                             : e23_fwd_tc<T, M_, K_, W_, false, true>;
+      E23_TC_TILINGS(E23_TC_CASE)
+#undef E23_TC_CASE
+    }
+    (void)tl, (void)v;
+    return nullptr;
+  }
+};
+
+template <typename T> struct BwdTc23 {
+  using fn = void (*)(P23<T>);
+  static fn get(const tc::Tiling &tl, TcVariant v) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#define E23_TB_CASE(M_, K_, W_)                                                             \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)                                            \
+    return !v.pack ? (v.split ? nullptr : e23_bwd_tc<T, M_, K_, W_, false, false>)          \
+                   : v.split ? e23_bwd_tc<T, M_, K_, W_, true, true>                        \
+                             : e23_bwd_tc<T, M_, K_, W_, false, true>;
+      E23_TC_TILINGS(E23_TB_CASE)
+#undef E23_TB_CASE
+    }
+    (void)tl, (void)v;
+    return nullptr;
+  }
+};
+
+#define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
+constexpr tc::Tiling kTcTilings23[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
+#undef E23_TC_ENTRY
+
 // The tensor-core forward's plan (16-bit T): d matches a tiling of E23_TC_TILINGS (cs = d / R
-// CTAs a cluster); the batch rows per cluster as pick_bg says, fewer where the tape does not fit.
+// CTAs a cluster); the batch rows per cluster as pick_group finds for the kernel (any bg <= 8:
+// tc::Step's columns hold the group), where the tape fits.
 struct TcPlan23 {
   Plan pl;
   tc::Tiling tl;
 };
-inline bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23 *out) {
+template <typename T>
+bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23 *out) {
   if (info.smem_optin <= 0) return false;
-#define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
-  constexpr tc::Tiling tilings[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
-#undef E23_TC_ENTRY
-  for (const tc::Tiling &tl : tilings) {
+  for (const tc::Tiling &tl : kTcTilings23) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
-    for (int g = pick_bg(B, cs, info.sms); g >= 1; g /= 2) {
-      const size_t smem = tc_layout(d, N, R, g, cs, tl.nw).total;
-      if (smem <= (size_t)info.smem_optin) {
-        *out = TcPlan23{Plan{true, cs, g, R, smem, false}, tl};
-        return true;
-      }
+    auto plan = [&](int g) { return Plan{true, cs, g, R, tc_layout(d, N, R, g, cs, tl.nw).total, false}; };
+    const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
+      const Plan pl = plan(g);
+      if (pl.smem > (size_t)info.smem_optin) return 0;
+      return resident_clusters(FwdTc23<T>::get(tl, tc_variant(pl, tl, N)), pl, 32u * (unsigned)tl.nw);
+    });
+    if (bg > 0) {
+      *out = TcPlan23{plan(bg), tl};
+      return true;
     }
   }
   return false;
 }
 
-template <typename T> struct FwdTc23 {
-  using fn = void (*)(P23<T>);
-  static fn get(const tc::Tiling &tl, bool split) {
-    if constexpr (sizeof(T) == 2) {
-#define E23_TC_CASE(M_, K_, W_) \
-  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)       \
-    return split ? e23_fwd_tc<T, M_, K_, W_, true> : e23_fwd_tc<T, M_, K_, W_, false>;
-      E23_TC_TILINGS(E23_TC_CASE)
-#undef E23_TC_CASE
-    }
-    (void)tl, (void)split;
-    return nullptr;
-  }
-};
-
 // The tensor-core backward's plan (bf16: the gradients dw and dpre are unbounded, f16's range would
-// lose them): the forward's tiling and batch rows per cluster, fewer rows only where even the
-// smallest on-chip set does not fit. What goes to global scratch (L2) first: the segment store
-// (C slots), then dH (read and written several times a step).
+// lose them): the forward's tiling, the batch rows per cluster as pick_group finds for the
+// kernel; for each, what goes to global scratch (L2) first where the on-chip set does not fit:
+// the segment store (C slots), then dH (read and written several times a step). The launch and
+// the scratch query ask for the same plan.
 struct TbPlan23 {
   Plan pl;
   tc::Tiling tl;
   bool dh, seg;
   int64_t per_cta;
 };
-inline bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, const DeviceInfo &info,
-                      TbPlan23 *out) {
-  if (info.smem_optin <= 0) return false;
-#define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
-  constexpr tc::Tiling tilings[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
-#undef E23_TC_ENTRY
+template <typename T>
+bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
+  DeviceInfo info;
+  if (device_info(&info) || info.smem_optin <= 0) return false;  // errors: v1 reports them
   constexpr bool places[][2] = {{1, 1}, {1, 0}, {0, 0}};  // dH, seg on chip
-  for (const tc::Tiling &tl : tilings) {
+  for (const tc::Tiling &tl : kTcTilings23) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
-    for (int g = pick_bg(B, cs, info.sms); g >= 1; g /= 2)
+    auto plan = [&](int g, TbPlan23 *tp) {
       for (const auto &pk : places) {
         const size_t smem = tb_layout(d, N, R, g, cs, tl.nw, C, pk[0], pk[1]).total;
         if (smem <= (size_t)info.smem_optin) {
-          *out = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1],
-                          tb_scratch(N, R, g, C, pk[0], pk[1])};
+          *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1],
+                         tb_scratch(N, R, g, C, pk[0], pk[1])};
           return true;
         }
       }
+      return false;
+    };
+    const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
+      TbPlan23 tp;
+      if (!plan(g, &tp)) return 0;
+      return resident_clusters(BwdTc23<T>::get(tl, tc_variant(tp.pl, tl, N)), tp.pl,
+                               32u * (unsigned)tl.nw);
+    });
+    if (bg > 0 && plan(bg, out)) return true;
   }
   return false;
-}
-
-template <typename T> struct BwdTc23 {
-  using fn = void (*)(P23<T>);
-  static fn get(const tc::Tiling &tl, bool split) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-#define E23_TB_CASE(M_, K_, W_) \
-  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)       \
-    return split ? e23_bwd_tc<T, M_, K_, W_, true> : e23_bwd_tc<T, M_, K_, W_, false>;
-      E23_TC_TILINGS(E23_TB_CASE)
-#undef E23_TB_CASE
-    }
-    (void)tl, (void)split;
-    return nullptr;
-  }
-};
-
-// The tensor-core backward's plan where it runs for these sizes: a tiling fits and the clusters
-// can be scheduled. The scratch query asks for the larger of the two kernels' scratch wherever
-// this plan exists.
-template <typename T>
-bool tb_final(int64_t B, int64_t N, int64_t d, int64_t C, bool query, TbPlan23 *tp) {
-  DeviceInfo info;
-  if (device_info(&info) || !tb_plan23(B, N, d, C, info, tp)) return false;  // errors: v1 reports
-  if (query) return true;
-  auto kernel = BwdTc23<T>::get(tp->tl, splits(tp->pl, tp->tl, N));
-  return kernel && cluster_fits(kernel, tp->pl, 32u * (unsigned)tp->tl.nw);
 }
 
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
   if constexpr (BWD && std::is_same_v<T, __nv_bfloat16>) {
     TbPlan23 tp;
-    if (tb_final<T>(p.B, p.N, p.d, p.C, false, &tp)) {
+    if (tb_plan23<T>(p.B, p.N, p.d, p.C, &tp)) {
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
       p.tb_dh = tp.dh, p.tb_seg = tp.seg;
       p.scratch = static_cast<acc_t<T> *>(scratch);
-      return launch(BwdTc23<T>::get(tp.tl, splits(tp.pl, tp.tl, p.N)), tp.pl,
+      return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N)), tp.pl,
                     (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
                     32u * (unsigned)tp.tl.nw);
     }
@@ -1158,14 +1168,11 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
     cudaError_t e = device_info(&info);
     if (e) return e;
     TcPlan23 tp;
-    if (tc_plan23(p.B, p.N, p.d, info, &tp)) {
-      const unsigned threads = 32u * (unsigned)tp.tl.nw;
-      auto kernel = FwdTc23<T>::get(tp.tl, splits(tp.pl, tp.tl, p.N));
-      if (kernel && cluster_fits(kernel, tp.pl, threads)) {
-        p.R = tp.pl.R, p.bg = tp.pl.bg;
-        return launch(kernel, tp.pl, (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream,
-                      p, threads);
-      }
+    if (tc_plan23<T>(p.B, p.N, p.d, info, &tp)) {
+      p.R = tp.pl.R, p.bg = tp.pl.bg;
+      return launch(FwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N)), tp.pl,
+                    (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
+                    32u * (unsigned)tp.tl.nw);
     }
   }
   Plan23 pl;
@@ -1196,7 +1203,7 @@ extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64
     *bytes = (size_t)(pl.per_cta * pl.ctas) * sizeof(acc_t<T>);
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       TbPlan23 tp;
-      if (backward && tb_final<T>(B, N, d, C, true, &tp)) {
+      if (backward && tb_plan23<T>(B, N, d, C, &tp)) {
         const size_t tb = (size_t)(tp.per_cta * ((B + tp.pl.bg - 1) / tp.pl.bg) * tp.pl.cs) * sizeof(float);
         *bytes = tb > *bytes ? tb : *bytes;
       }

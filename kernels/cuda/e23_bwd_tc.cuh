@@ -151,16 +151,16 @@ __device__ __forceinline__ void replay_chain(int L, const float *__restrict__ a,
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
 
-template <typename T, int MT, int KS, int NW, bool SPLIT>
+template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK>
 __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
-  using S = tc::Step<T, MT, KS, NW>;
+  using S = tc::Step<T, MT, KS, NW, PACK>;
   using P = tc::Pair<T>;
   constexpr int R = S::R;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || p.d != d) __trap();  // the plan picks the tiling of d
+  if (cs != S::CS || p.d != d || p.bg > S::NR) __trap();  // the plan picks the tiling and PACK
   // per-CTA sizes and indices in int (a CTA's arrays are far below 2^31 elements)
   const int N = (int)p.N, bg = (int)p.bg, C = (int)p.C, SL = bg * R;  // SL: floats a slot
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
