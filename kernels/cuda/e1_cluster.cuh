@@ -7,6 +7,7 @@
 
 #include <cooperative_groups.h>
 
+#include "cuda/cluster_groups.h"
 #include "cuda/common.cuh"
 #include "cuda/mbarrier.cuh"
 
@@ -232,7 +233,8 @@ inline cudaError_t device_info(DeviceInfo *info) {
   cudaError_t e = cudaGetDevice(&dev);
   if (!e) e = cudaDeviceGetAttribute(&info->sms, cudaDevAttrMultiProcessorCount, dev);
   if (!e) e = cudaDeviceGetAttribute(&info->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (!e) e = cudaDeviceGetAttribute(&info->smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  if (!e)
+    e = cudaDeviceGetAttribute(&info->smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
   if (!e) {
     int major = 0;
     e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -269,11 +271,8 @@ inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t 
 }
 
 // How many clusters of this plan (pl.cs CTAs of `threads` threads and pl.smem bytes) can be
-// resident at once; 0 where none can or the query fails. Not sms / cs: a cluster's CTAs share a
-// GPC, and the GPCs' SMs do not split into whole clusters (an H200 holds 15 clusters of 8 CTAs
-// of a whole SM each, not 16). A persistent kernel whose clusters do not all fit runs the rest
-// in a second wave, at twice the time. The plans ask on every launch, so the answers are kept
-// (per thread and device).
+// resident at once (cudaOccupancyMaxActiveClusters); 0 where none can or the query fails. The
+// plans ask on every launch (pick_group), so the answers are kept per thread and device.
 template <typename K>
 inline int resident_clusters(K kernel, const Plan &pl, unsigned threads = kThreads) {
   struct Known {
@@ -291,7 +290,8 @@ inline int resident_clusters(K kernel, const Plan &pl, unsigned threads = kThrea
   }
   const void *key = reinterpret_cast<const void *>(kernel);
   for (const Known &k : known)
-    if (k.kernel == key && k.smem == pl.smem && k.threads == threads && k.cs == pl.cs && k.dev == dev)
+    if (k.kernel == key && k.smem == pl.smem && k.threads == threads && k.cs == pl.cs &&
+        k.dev == dev)
       return k.n;
   int n = 0;
   cudaLaunchConfig_t cfg = {};
@@ -305,8 +305,9 @@ inline int resident_clusters(K kernel, const Plan &pl, unsigned threads = kThrea
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  const bool wide = pl.cs > 8;  // clusters past 8 CTAs are non-portable: opted into per kernel
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem) ||
-      (pl.cs > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) ||
+      (wide && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) ||
       cudaOccupancyMaxActiveClusters(&n, kernel, &cfg)) {
     cudaGetLastError();
     n = 0;
@@ -316,22 +317,11 @@ inline int resident_clusters(K kernel, const Plan &pl, unsigned threads = kThrea
   return n;
 }
 
-// The batch rows per cluster (or CTA) for B rows of clusters of cs CTAs: the fewest g of 1..most
-// (powers of two when pow2) whose ceil(B / g) clusters are all resident at once, for the most
-// parallel chains in one wave; where none are, the largest g that runs at all (more waves); 0
-// where none runs. resident(g): how many clusters of the plan for g rows can be resident (0 where
-// that plan does not exist); it is asked only where the sms could hold them all, or to fall back.
+// eng_pick_group (cuda/cluster_groups.h) with resident(g) any callable.
 template <typename F>
 inline int pick_group(int64_t B, int cs, int sms, int most, bool pow2, F resident) {
-  int last = 1;
-  for (int g = 1; g <= most; g = pow2 ? 2 * g : g + 1) {
-    const int64_t groups = (B + g - 1) / g;
-    if (groups * cs <= sms && resident(g) >= groups) return g;
-    last = g;
-  }
-  for (int g = last; g >= 1; g = pow2 ? g / 2 : g - 1)
-    if (resident(g) > 0) return g;
-  return 0;
+  auto ask = [](void *ctx, int g) { return (*static_cast<F *>(ctx))(g); };
+  return eng_pick_group(B, cs, sms, most, pow2 ? 1 : 0, ask, &resident);
 }
 
 }  // namespace es

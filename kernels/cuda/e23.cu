@@ -1095,11 +1095,14 @@ bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
-    auto plan = [&](int g) { return Plan{true, cs, g, R, tc_layout(d, N, R, g, cs, tl.nw).total, false}; };
+    auto plan = [&](int g) {
+      return Plan{true, cs, g, R, tc_layout(d, N, R, g, cs, tl.nw).total, false};
+    };
     const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
       const Plan pl = plan(g);
       if (pl.smem > (size_t)info.smem_optin) return 0;
-      return resident_clusters(FwdTc23<T>::get(tl, tc_variant(pl, tl, N)), pl, 32u * (unsigned)tl.nw);
+      return resident_clusters(FwdTc23<T>::get(tl, tc_variant(pl, tl, N)), pl,
+                               32u * (unsigned)tl.nw);
     });
     if (bg > 0) {
       *out = TcPlan23{plan(bg), tl};

@@ -1,0 +1,66 @@
+/* The batch rows a cluster of the persistent E-series kernels (eng_pick_group in
+ * cuda/cluster_groups.h), against resident-cluster counts written out by hand: the H200's (15
+ * clusters of 8 whole-SM CTAs on 132 SMs, 30 when two CTAs share an SM), plans that do not exist
+ * past some rows, and none that runs. No GPU needed. */
+#include "../kernels/cuda/cluster_groups.h"
+#include "support.h"
+
+/* resident(g) from a table (index g, 1..8), and which g were asked. */
+typedef struct {
+  int n[9];
+  int asked[9];
+} table_t;
+
+static int from_table(void *ctx, int g) {
+  table_t *t = ctx;
+  t->asked[g]++;
+  return t->n[g];
+}
+
+static table_t all_of(int n) {
+  table_t t = {{0}, {0}};
+  for (int g = 1; g <= 8; g++) t.n[g] = n;
+  return t;
+}
+
+Test(cluster_groups, sixteen_clusters_of_four_do_not_fit_fifteen) {
+  /* B = 64 on an H200 with whole-SM CTAs: 16 clusters of 4 rows would run the 16th alone after
+   * the others; 13 of 5 are all resident. The kernels compiled per power of two take 8. */
+  table_t t = all_of(15);
+  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 0, from_table, &t), 5);
+  /* asked only where 132 SMs could hold every cluster: g = 4 (128 CTAs) and g = 5 (104) */
+  for (int g = 1; g <= 8; g++)
+    cr_assert_eq(t.asked[g], g == 4 || g == 5, "g = %d asked %d times", g, t.asked[g]);
+  t = all_of(15);
+  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 1, from_table, &t), 8);
+}
+
+Test(cluster_groups, two_ctas_an_sm_keep_sixteen_clusters) {
+  table_t t = all_of(30);
+  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 0, from_table, &t), 4);
+  t = all_of(30);
+  cr_assert_eq(eng_pick_group(4, 8, 132, 8, 0, from_table, &t), 1);
+  t = all_of(15);
+  cr_assert_eq(eng_pick_group(16, 8, 132, 8, 0, from_table, &t), 2); /* 16 clusters of 1: no */
+  t = all_of(15);
+  cr_assert_eq(eng_pick_group(15, 8, 132, 8, 0, from_table, &t), 1);
+}
+
+Test(cluster_groups, too_many_rows_for_one_wave_take_the_most_rows_that_run) {
+  table_t t = all_of(15);
+  cr_assert_eq(eng_pick_group(256, 8, 132, 8, 0, from_table, &t), 8); /* 32 clusters, 3 waves */
+  /* plans of 3 rows and more do not exist (their shared memory): the largest that runs */
+  t = all_of(0);
+  t.n[1] = t.n[2] = 15;
+  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 0, from_table, &t), 2);
+  t = all_of(0);
+  t.n[1] = t.n[2] = 15;
+  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 1, from_table, &t), 2);
+}
+
+Test(cluster_groups, nothing_runs) {
+  table_t t = all_of(0);
+  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 0, from_table, &t), 0);
+  t = all_of(0);
+  cr_assert_eq(eng_pick_group(3, 16, 132, 8, 1, from_table, &t), 0);
+}
