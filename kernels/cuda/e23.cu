@@ -307,9 +307,23 @@ __device__ __forceinline__ float warp_sum_unit(float v) {
          (1.f / 16777216.f);
 }
 
-// y = softmax(x) over the N slots held as in lanes_width, in f32 with ex2.approx and approximate
-// division (the 16-bit kernels' weights). The two reductions are REDUX instructions instead of
-// 3-5 shuffle levels each: this chain is on the forward step's critical path. K <= 3.
+// 2^x and 1 / x, approximate, subnormals flushed: without .ftz each costs a range check and a
+// scaling on the softmax chain. The softmaxes' terms are at most 1 and their sums at least 1.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// y = softmax(x) over the N slots held as in lanes_width, x in base 2 (the scores times log2 e),
+// in f32 with ex2.approx and an approximate reciprocal (the 16-bit kernels' weights). The two
+// reductions are REDUX instructions instead of 3-5 shuffle levels each: this chain is on the
+// forward step's critical path. K <= 3.
 template <int K>
 __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K], int N, int lane) {
   static_assert(K <= 3, "warp_sum_unit sums at most 4 a lane");
@@ -320,12 +334,12 @@ __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K]
   m = warp_max_redux(m);
 #pragma unroll
   for (int k = 0; k < K; k++) {
-    y[k] = lane + 32 * k < N ? __expf(x[k] - m) : 0.f;
+    y[k] = lane + 32 * k < N ? ex2_ftz(x[k] - m) : 0.f;
     sum += y[k];
   }
-  sum = warp_sum_unit(sum);
+  const float inv = rcp_ftz(warp_sum_unit(sum));
 #pragma unroll
-  for (int k = 0; k < K; k++) y[k] = __fdividef(y[k], sum);
+  for (int k = 0; k < K; k++) y[k] *= inv;
 }
 
 // attend_row for N < 32 K (slots 0..N, a step's slot N included, in K registers a lane) in f32
@@ -333,11 +347,12 @@ __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K]
 template <int K>
 __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
                              bool step, int lane, float *r, float *a) {
-  float sc[K], p[K];
+  float sc[K], p[K];  // the scores in base 2: softmax(scale s) = 2^(log2 e scale s) / sum
+  const float scale2 = scale * 1.44269504088896340736f;
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int i = lane + 32 * k;
-    sc[k] = i <= N ? scale * partial_sum(part + g * (N + 1) + i, bg * (N + 1), cs) : 0.f;
+    sc[k] = i <= N ? scale2 * partial_sum(part + g * (N + 1) + i, bg * (N + 1), cs) : 0.f;
   }
   lanes_softmax<K>(sc, p, N, lane);
   if (step) {
