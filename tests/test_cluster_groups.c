@@ -23,6 +23,13 @@ static table_t all_of(int n) {
   return t;
 }
 
+/* The rows a cluster for B rows in clusters of 8 CTAs on 132 SMs (an H200), up to 8 rows, when n
+ * clusters of any plan can be resident. */
+static int pick_h200(int64_t B, int pow2, int n) {
+  table_t t = all_of(n);
+  return eng_pick_group(B, 8, 132, 8, pow2, from_table, &t);
+}
+
 Test(cluster_groups, sixteen_clusters_of_four_do_not_fit_fifteen) {
   /* B = 64 on an H200 with whole-SM CTAs: 16 clusters of 4 rows would run the 16th alone after
    * the others; 13 of 5 are all resident. The kernels compiled per power of two take 8. */
@@ -31,36 +38,28 @@ Test(cluster_groups, sixteen_clusters_of_four_do_not_fit_fifteen) {
   /* asked only where 132 SMs could hold every cluster: g = 4 (128 CTAs) and g = 5 (104) */
   for (int g = 1; g <= 8; g++)
     cr_assert_eq(t.asked[g], g == 4 || g == 5, "g = %d asked %d times", g, t.asked[g]);
-  t = all_of(15);
-  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 1, from_table, &t), 8);
+  cr_assert_eq(pick_h200(64, 1, 15), 8);
 }
 
 Test(cluster_groups, two_ctas_an_sm_keep_sixteen_clusters) {
-  table_t t = all_of(30);
-  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 0, from_table, &t), 4);
-  t = all_of(30);
-  cr_assert_eq(eng_pick_group(4, 8, 132, 8, 0, from_table, &t), 1);
-  t = all_of(15);
-  cr_assert_eq(eng_pick_group(16, 8, 132, 8, 0, from_table, &t), 2); /* 16 clusters of 1: no */
-  t = all_of(15);
-  cr_assert_eq(eng_pick_group(15, 8, 132, 8, 0, from_table, &t), 1);
+  cr_assert_eq(pick_h200(64, 0, 30), 4);
+  cr_assert_eq(pick_h200(4, 0, 30), 1);
+  cr_assert_eq(pick_h200(16, 0, 15), 2); /* 16 clusters of 1 row: one too many */
+  cr_assert_eq(pick_h200(15, 0, 15), 1);
 }
 
 Test(cluster_groups, too_many_rows_for_one_wave_take_the_most_rows_that_run) {
-  table_t t = all_of(15);
-  cr_assert_eq(eng_pick_group(256, 8, 132, 8, 0, from_table, &t), 8); /* 32 clusters, 3 waves */
+  cr_assert_eq(pick_h200(256, 0, 15), 8); /* 32 clusters: 3 waves */
   /* plans of 3 rows and more do not exist (their shared memory): the largest that runs */
-  t = all_of(0);
-  t.n[1] = t.n[2] = 15;
-  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 0, from_table, &t), 2);
-  t = all_of(0);
-  t.n[1] = t.n[2] = 15;
-  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 1, from_table, &t), 2);
+  for (int pow2 = 0; pow2 <= 1; pow2++) {
+    table_t t = all_of(0);
+    t.n[1] = t.n[2] = 15;
+    cr_assert_eq(eng_pick_group(64, 8, 132, 8, pow2, from_table, &t), 2, "pow2 %d", pow2);
+  }
 }
 
 Test(cluster_groups, nothing_runs) {
+  cr_assert_eq(pick_h200(64, 0, 0), 0);
   table_t t = all_of(0);
-  cr_assert_eq(eng_pick_group(64, 8, 132, 8, 0, from_table, &t), 0);
-  t = all_of(0);
   cr_assert_eq(eng_pick_group(3, 16, 132, 8, 1, from_table, &t), 0);
 }
