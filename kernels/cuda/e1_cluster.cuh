@@ -243,30 +243,45 @@ inline cudaError_t device_info(DeviceInfo *info) {
   return e;
 }
 
-// Launches kernel<<<grid, threads, smem, stream>>>(p) with clusters of cs CTAs (cs > 1).
-template <typename K, typename P>
-inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t stream, const P &p,
-                          unsigned threads = kThreads) {
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem);
-  if (e) return e;
-  if (!pl.cl) {
-    kernel<<<grid, threads, pl.smem, stream>>>(p);
-    return cudaGetLastError();
-  }
-  if (pl.cs > 8 && (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
-    return e;
+// A cluster launch's configuration for plan pl (cs CTAs a cluster); attr is its one attribute.
+inline cudaLaunchConfig_t cluster_config(const Plan &pl, unsigned grid, unsigned threads,
+                                         cudaStream_t stream, cudaLaunchAttribute *attr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = pl.smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)pl.cs;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = (unsigned)pl.cs;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  return cfg;
+}
+
+// The kernel attributes plan pl needs: its dynamic shared memory, and clusters past 8 CTAs
+// (non-portable: opted into per kernel).
+template <typename K> inline cudaError_t allow_plan(K kernel, const Plan &pl) {
+  cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem);
+  if (!e && pl.cl && pl.cs > 8)
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  return e;
+}
+
+// Launches kernel<<<grid, threads, smem, stream>>>(p) with clusters of cs CTAs (cs > 1).
+template <typename K, typename P>
+inline cudaError_t launch(K kernel, const Plan &pl, unsigned grid, cudaStream_t stream, const P &p,
+                          unsigned threads = kThreads) {
+  cudaError_t e = allow_plan(kernel, pl);
+  if (e) return e;
+  if (!pl.cl) {
+    kernel<<<grid, threads, pl.smem, stream>>>(p);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config(pl, grid, threads, stream, &attr);
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
@@ -294,21 +309,9 @@ inline int resident_clusters(K kernel, const Plan &pl, unsigned threads = kThrea
         k.dev == dev)
       return k.n;
   int n = 0;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)pl.cs);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = pl.smem;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)pl.cs;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  const bool wide = pl.cs > 8;  // clusters past 8 CTAs are non-portable: opted into per kernel
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem) ||
-      (wide && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) ||
-      cudaOccupancyMaxActiveClusters(&n, kernel, &cfg)) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config(pl, (unsigned)pl.cs, threads, 0, &attr);
+  if (allow_plan(kernel, pl) || cudaOccupancyMaxActiveClusters(&n, kernel, &cfg)) {
     cudaGetLastError();
     n = 0;
   }

@@ -6,6 +6,7 @@
 // at those widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh).
 #include <type_traits>
 
+#include "cuda/approx_math.cuh"
 #include "cuda/async_fill.cuh"
 #include "cuda/e1_cluster.cuh"
 #include "cuda/e1_mma.cuh"
@@ -307,23 +308,11 @@ __device__ __forceinline__ float warp_sum_unit(float v) {
          (1.f / 16777216.f);
 }
 
-// 2^x and 1 / x, approximate, subnormals flushed: without .ftz each costs a range check and a
-// scaling on the softmax chain. The softmaxes' terms are at most 1 and their sums at least 1.
-__device__ __forceinline__ float ex2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp_ftz(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // y = softmax(x) over the N slots held as in lanes_width, x in base 2 (the scores times log2 e),
-// in f32 with ex2.approx and an approximate reciprocal (the 16-bit kernels' weights). The two
-// reductions are REDUX instructions instead of 3-5 shuffle levels each: this chain is on the
-// forward step's critical path. K <= 3.
+// in f32 with ex2_ftz and rcp_ftz (cuda/approx_math.cuh; the 16-bit kernels' weights): without
+// .ftz each costs a range check and a scaling on the chain, and the terms are at most 1, the sum
+// at least 1. The two reductions are REDUX instructions instead of 3-5 shuffle levels each: this
+// chain is on the forward step's critical path. K <= 3.
 template <int K>
 __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K], int N, int lane) {
   static_assert(K <= 3, "warp_sum_unit sums at most 4 a lane");
@@ -1181,7 +1170,7 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
                     32u * (unsigned)tp.tl.nw);
     }
   }
-  if constexpr (!BWD && sizeof(T) == 2) {  // needs no scratch: the plain plan's is merely unused
+  if constexpr (!BWD && sizeof(T) == 2) {  // needs no scratch (eng_kcuda_e23_scratch asks for none)
     DeviceInfo info;
     cudaError_t e = device_info(&info);
     if (e) return e;
@@ -1212,20 +1201,30 @@ template <typename T> void set_ckpt_layout(P23<T> *p) {
 
 }  // namespace
 
+// The scratch of the plan run() launches for these sizes (it finds the same plan): none for the
+// tensor-core forward, the tensor-core backward's where that runs, else the generic kernels'.
 extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64_t d, int64_t C,
                                      int backward, size_t *bytes) {
   ENG_KC_FLOAT_TYPES(dt, {
+    if constexpr (sizeof(T) == 2) {
+      DeviceInfo info;
+      TcPlan23 fp;
+      if (!backward && !device_info(&info) && tc_plan23<T>(B, N, d, info, &fp)) {
+        *bytes = 0;
+        return 0;
+      }
+    }
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      TbPlan23 tp;
+      if (backward && tb_plan23<T>(B, N, d, C, &tp)) {
+        *bytes = (size_t)(tp.per_cta * ((B + tp.pl.bg - 1) / tp.pl.bg) * tp.pl.cs) * sizeof(float);
+        return 0;
+      }
+    }
     Plan23 pl;
     cudaError_t e = backward ? final_plan<T, true>(B, N, d, C, &pl) : final_plan<T, false>(B, N, d, C, &pl);
     if (e) return (int)e;
     *bytes = (size_t)(pl.per_cta * pl.ctas) * sizeof(acc_t<T>);
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      TbPlan23 tp;
-      if (backward && tb_plan23<T>(B, N, d, C, &tp)) {
-        const size_t tb = (size_t)(tp.per_cta * ((B + tp.pl.bg - 1) / tp.pl.bg) * tp.pl.cs) * sizeof(float);
-        *bytes = tb > *bytes ? tb : *bytes;
-      }
-    }
   })
   return 0;
 }

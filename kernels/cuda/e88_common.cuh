@@ -5,6 +5,7 @@
 #define ENG_KCUDA_E88_COMMON_CUH
 #include <type_traits>
 
+#include "cuda/approx_math.cuh"
 #include "cuda/common.cuh"
 #include "cuda/mbarrier.cuh"
 #include "cuda/e88.h"
@@ -54,12 +55,6 @@ template <int RL> __device__ __forceinline__ void load_rows(const float *p, floa
     const float4 a = *reinterpret_cast<const float4 *>(p + r);
     x[r] = a.x, x[r + 1] = a.y, x[r + 2] = a.z, x[r + 3] = a.w;
   }
-}
-
-__device__ __forceinline__ float tanh_approx(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // The gate's sigmoid, the same in the forward's silu and the backward's: for 16-bit values
@@ -135,20 +130,11 @@ struct Grid {
   }
 };
 
-// The approximate reciprocal square root and division without subnormal fix-ups. norm_rows gives
-// a row whose squares sum below 2^-126 (subnormal: rsqrt_ftz would see 0 and give inf) a = 0 and
-// 1 / (a + eps) = 1 / eps, which is what the exact forms give there (eps dominates), and the l2
-// backward's second term, which is below 2^-43 of the first there, is dropped as at x = 0.
-__device__ __forceinline__ float rsqrt_ftz(float x) {
-  float y;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float div_ftz(float x, float y) {
-  float z;
-  asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(z) : "f"(x), "f"(y));
-  return z;
-}
+// The approximate reciprocal square root and division (rsqrt_ftz, div_ftz: cuda/approx_math.cuh)
+// have no subnormal fix-ups. norm_rows gives a row whose squares sum below 2^-126 (subnormal:
+// rsqrt_ftz would see 0 and give inf) a = 0 and 1 / (a + eps) = 1 / eps, which is what the exact
+// forms give there (eps dominates), and the l2 backward's second term, which is below 2^-43 of the
+// first there, is dropped as at x = 0.
 
 // How a warp splits rows of N values into pieces of PW: PPR lanes a row, PE values a lane, RPI
 // rows a warp at a time.
