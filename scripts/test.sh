@@ -14,8 +14,8 @@ run_suite() { # name build-dir cmake-args...
   local name=$1 dir=$2
   shift 2
   echo "== $name: configure and build ($dir)"
-  if ! cmake -S . -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1; then
-    cat "$dir.configure.log"; failed=$((failed + 1)); return
+  if ! cmake -S . -B "$dir" -G Ninja "$@" >"$dir/configure.log" 2>&1; then
+    cat "$dir/configure.log"; failed=$((failed + 1)); return
   fi
   if ! cmake --build "$dir" -j"$JOBS"; then
     failed=$((failed + 1)); return
