@@ -88,17 +88,20 @@ Test(cuda_e23, tensor_core_paths) {
   check(100, 5, 8, 256, 2, ENG_BF16, 1, 0, 0);  /* 8 batch rows a cluster, the last group part-full */
 }
 
-/* The tensor-core backward (bf16; the benchmark shapes take it too: B = 64 N = 64 with W_write's
- * slice read from L2, B = 4 N = 64 and B = 64 N = 8 with the segment store in global scratch).
- * Here: everything on chip (d = 256 odd N, d = 512 without state or final gradients), the segment
- * store in global scratch with 2 batch rows a cluster and the last group part-full, and dH in
- * global scratch (N = 520). */
+/* The tensor-core backward (bf16; the benchmark shapes take it too: B = 4 N = 64 and B = 64 N = 8
+ * walk each segment in two parts with the segment store on chip, B = 64 N = 64 keeps it in global
+ * scratch with w_t and dH on chip). Here: everything on chip (d = 256 odd N: the replay's last
+ * group of four slots holds one, d = 512 without state or final gradients), segments of C = 20
+ * not dividing T = 37 walked in parts of 7, 7, 6 and 6, 6, 5 steps, the segment store in global
+ * scratch with 2 batch rows a cluster and the last group part-full, and dH and w_t in global
+ * scratch (N = 600). */
 Test(cuda_e23, tensor_core_backward) {
   SKIP_WITHOUT_GPU();
   check(3, 17, 5, 256, 4, ENG_BF16, 1, 1, 0);
   check(5, 7, 8, 512, 3, ENG_BF16, 0, 0, 0);
+  check(4, 37, 64, 512, 20, ENG_BF16, 1, 1, 0);
   check(19, 9, 64, 512, 4, ENG_BF16, 1, 1, 0);
-  check(2, 5, 520, 512, 2, ENG_BF16, 1, 1, 0);
+  check(2, 5, 600, 512, 2, ENG_BF16, 1, 1, 0);
 }
 
 /* The slot split of the tensor-core kernels (slot_split in cuda/e23.cu) where the slots do not

@@ -4,6 +4,7 @@
 // warp finishes batch row g. For 16-bit values and d = 256 or 512 the forward runs e23_fwd_tc
 // instead: both per-step products on tensor cores (see "the forward on tensor cores"); for bf16
 // at those widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh).
+#include <algorithm>
 #include <type_traits>
 
 #include "cuda/approx_math.cuh"
@@ -32,7 +33,8 @@ template <typename T> struct P23 {
   acc_t<T> *scratch;  // per CTA: scratch + blockIdx.x * per_cta
   int64_t per_cta;
   int tape_smem;  // forward: the tape lives in shared memory
-  int tb_dh, tb_seg;  // e23_bwd_tc: dH, the segment store on chip
+  int tb_dh, tb_w, tb_seg;  // e23_bwd_tc: dH, the segment's w_t and its tapes on chip
+  int tb_cs;                // e23_bwd_tc: the steps of tapes the segment store holds
 };
 
 // xw + b of a step is prefetched one step ahead (loaded into registers before a step's work,
@@ -1118,31 +1120,40 @@ bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23
 
 // The tensor-core backward's plan (bf16: the gradients dw and dpre are unbounded, f16's range would
 // lose them): the forward's tiling, the batch rows per cluster as pick_group finds for the
-// kernel; for each, what goes to global scratch (L2) first where the on-chip set does not fit:
-// the segment store (C slots), then dH (read and written several times a step). The launch and
-// the scratch query ask for the same plan.
+// kernel; for each, where the on-chip set does not fit: first the segment's tapes on chip for
+// fewer steps (down to kMinPart: the segment is then walked in parts, each replayed from the
+// checkpoint), then the tapes in global scratch (L2), then the segment's w_t there too (read by
+// every step of the replay's chains and once a step by the walk), then dH (read and written
+// several times a step). The launch and the scratch query ask for the same plan.
+constexpr int64_t kMinPart = 4;
 struct TbPlan23 {
   Plan pl;
   tc::Tiling tl;
-  bool dh, seg;
+  bool dh, w, seg;
+  int cs_steps;  // steps the segment store holds (C unless it is on chip in parts)
   int64_t per_cta;
 };
 template <typename T>
 bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
   DeviceInfo info;
   if (device_info(&info) || info.smem_optin <= 0) return false;  // errors: v1 reports them
-  constexpr bool places[][2] = {{1, 1}, {1, 0}, {0, 0}};  // dH, seg on chip
+  // dH, w, seg on chip
+  constexpr bool places[][3] = {{1, 1, 1}, {1, 1, 0}, {1, 0, 0}, {0, 0, 0}};
   for (const tc::Tiling &tl : kTcTilings23) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
     auto plan = [&](int g, TbPlan23 *tp) {
       for (const auto &pk : places) {
-        const size_t smem = tb_layout(d, N, R, g, cs, tl.nw, C, pk[0], pk[1]).total;
-        if (smem <= (size_t)info.smem_optin) {
-          *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1],
-                         tb_scratch(N, R, g, C, pk[0], pk[1])};
-          return true;
+        const int64_t least = pk[2] ? std::min(C, kMinPart) : C;
+        for (int64_t steps = C; steps >= least; steps--) {
+          const size_t smem =
+              tb_layout(d, N, R, g, cs, tl.nw, C, steps, pk[0], pk[1], pk[2]).total;
+          if (smem <= (size_t)info.smem_optin) {
+            *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1], pk[2], (int)steps,
+                           tb_scratch(N, R, g, C, pk[0], pk[1], pk[2])};
+            return true;
+          }
         }
       }
       return false;
@@ -1163,7 +1174,7 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
     TbPlan23 tp;
     if (tb_plan23<T>(p.B, p.N, p.d, p.C, &tp)) {
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
-      p.tb_dh = tp.dh, p.tb_seg = tp.seg;
+      p.tb_dh = tp.dh, p.tb_w = tp.w, p.tb_seg = tp.seg, p.tb_cs = tp.cs_steps;
       p.scratch = static_cast<acc_t<T> *>(scratch);
       return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N)), tp.pl,
                     (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,

@@ -7,14 +7,16 @@
 // share tc::Step's state buffers: buffer 0 carries dw (the write's gradient) and buffer 1 dpre,
 // each as hi and lo parts, written into every CTA. Each segment of C steps is replayed from its
 // checkpoint with the forward's trace (cpu/e23.h): a_t, r_t and w_t are read from ckpt and
-// H_{t+1} = (1 - a_t) H_t + a_t w_t^T element by element into the segment store, with nothing to
-// exchange. The walk back then exchanges twice a step: dw and the partial da = dH . (w - H), then
-// dpre and the partial dr = H . dpre.
+// H_{t+1} = (1 - a_t) H_t + a_t w_t^T into the segment store (a thread a column and four slots),
+// with nothing to exchange. Where a segment's C tapes do not fit on chip but CS < C of them do,
+// the segment is walked in parts of at most CS steps from its end, each replayed from the
+// checkpoint (the steps before the part in registers). The walk back exchanges twice a step: dw
+// and the partial da = dH . (w - H), then dpre and the partial dr = H . dpre.
 //
 // Arrays indexed by slot i, batch row g and unit jj are laid out [i][g][R] (f32): the pair thread
 // reads float2 at (g = n, jj = c - r0), the slot thread float4 runs along jj. The tape gradient
-// dH [N][bg][R] and the segment store seg [C][N + 1][bg][R] (slot N: w_t) live in shared memory
-// when they fit, else in the CTA's global scratch (L2).
+// dH [N][bg][R], the segment's w_t ws [C][bg][R] and its tapes seg [CS][N][bg][R] live in shared
+// memory when they fit, else in the CTA's global scratch (L2; then CS = C).
 //
 // A step's exchanges are st_async fills counted on the receiver's mbarriers (cuda/async_fill.cuh:
 // no cluster barrier, whose release costs a GPU-scope membar a step on Hopper); why no CTA
@@ -23,14 +25,15 @@
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial sums
 // part1/part2 [cs][bg][N], a and r [C][bg][N], the softmax gradients dsa/dsr [bg][N], dpre of the
-// CTA's units [bg][R], the slot split's partial sums xp [threads] float2, then dH and seg when on
-// chip, and the fills' four mbarriers. The transposed slices are staged over everything from red
+// CTA's units [bg][R], the slot split's partial sums xp [threads] float2, then dH, ws and seg when
+// on chip, and the fills' four mbarriers. The transposed slices are staged over everything from red
 // on before their fragments are loaded (the mbarriers are initialized after).
 struct TbLay {
-  size_t red, part1, part2, as, rs, dsa, dsr, dpl, xp, dh, seg, bars, total;
+  size_t red, part1, part2, as, rs, dsa, dsr, dpl, xp, dh, ws, seg, bars, total;
 };
 __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
-                                           int nw, int64_t C, bool dh_on, bool seg_on) {
+                                           int nw, int64_t C, int64_t CS, bool dh_on,
+                                           bool w_on, bool seg_on) {
   TbLay l{};
   size_t at = tc::hb_bytes(d);
   auto take = [&](size_t bytes) {  // 32-byte aligned: wmma pointers
@@ -49,17 +52,18 @@ __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int6
   l.dpl = take(slot);
   l.xp = take((size_t)nw * 32 * 2 * f);
   l.dh = dh_on ? take((size_t)N * slot) : 0;
-  l.seg = seg_on ? take((size_t)C * (N + 1) * slot) : 0;
+  l.ws = w_on ? take((size_t)C * slot) : 0;
+  l.seg = seg_on ? take((size_t)CS * N * slot) : 0;
   l.bars = take(4 * 8);
   const size_t staged = l.red + (size_t)R * d * 2;
   l.total = at > staged ? at : staged;
   return l;
 }
 
-// Global scratch per CTA (floats): dH and the segment store where they are not on chip.
+// Global scratch per CTA (floats): dH, w_t and the segment's tapes where they are not on chip.
 __host__ __device__ inline int64_t tb_scratch(int64_t N, int64_t R, int64_t bg, int64_t C,
-                                              bool dh_on, bool seg_on) {
-  return (dh_on ? 0 : N * bg * R) + (seg_on ? 0 : C * (N + 1) * bg * R);
+                                              bool dh_on, bool w_on, bool seg_on) {
+  return ((dh_on ? 0 : N) + (w_on ? 0 : C) + (seg_on ? 0 : C * N)) * bg * R;
 }
 
 // Batch row g's gradient through p = softmax(scores) by one warp: out = p (v - p . v), v summed
@@ -131,19 +135,32 @@ __device__ __forceinline__ void gather_in(int n, int tid, int nth, F src, G dst)
   }
 }
 
-// One element's replay over a segment of L steps: x_{s+1} = (1 - a_s) x_s + a_s w_s, from x_0 =
-// x[0] into x[(s + 1) stride] (a_s at a[s as_], w_s at w[s stride]). The w_s live in the segment
-// store's slot N, the states in slots < N: disjoint, and __restrict__ lets the loads of later
-// steps run ahead of the stores (from L2 where the store is off chip).
-__device__ __forceinline__ void replay_chain(int L, const float *__restrict__ a, int as_,
+// The replay of slots [i, i + n), n <= 4, at one column of the segment store: x_{s+1} = (1 - a_s)
+// x_s + a_s w_s (the forward's expression) from the checkpoint's v, x_s for s in [s0, s1) stored.
+// The column's w_s is one load for its slots, and a_s of the slots are neighbours in as (a step
+// as_ on). x[j SL] is slot i + j of step s0, a step `step` floats on; w (a step SL on) and x are
+// disjoint, and __restrict__ lets the loads of later steps run ahead of the stores. (A thread an
+// element spent ~24 instructions an element and step.)
+__device__ __forceinline__ void replay_slots(int s0, int s1, int n, const float (&v0)[4],
+                                             const float *__restrict__ a, int as_,
                                              const float *__restrict__ w, float *__restrict__ x,
-                                             int stride) {
-  float v = x[0];
-#pragma unroll 4
-  for (int s = 0; s + 1 < L; s++) {
-    const float ai = a[s * as_];
-    v = (1.f - ai) * v + ai * w[s * stride];
-    x[(s + 1) * stride] = v;
+                                             int SL, int step) {
+  float v[4];
+  int ai[4];  // a slot past n follows the last real one and is never stored
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    v[j] = v0[j], ai[j] = min(j, n - 1);
+    if (s0 == 0 && j < n) x[j * SL] = v[j];
+  }
+#pragma unroll 2
+  for (int s = 0; s + 1 < s1; s++) {
+    const float ws = w[s * SL];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const float aj = a[s * as_ + ai[j]];
+      v[j] = (1.f - aj) * v[j] + aj * ws;
+      if (s + 1 >= s0 && j < n) x[(s + 1 - s0) * step + j * SL] = v[j];
+    }
   }
 }
 
@@ -165,14 +182,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   const int N = (int)p.N, bg = (int)p.bg, C = (int)p.C, SL = bg * R;  // SL: floats a slot
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
   const int64_t K = (nt + C - 1) / C;
-  const TbLay l = tb_layout(d, N, R, bg, cs, NW, C, p.tb_dh, p.tb_seg);
+  const int CS = p.tb_cs;  // steps the segment store holds
+  const TbLay l = tb_layout(d, N, R, bg, cs, NW, C, CS, p.tb_dh, p.tb_w, p.tb_seg);
   auto sm = [&](size_t at) { return reinterpret_cast<float *>(tc_smem + at); };
   float *part1 = sm(l.part1), *part2 = sm(l.part2), *as = sm(l.as), *rs = sm(l.rs);
   float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
   float2 *xp = reinterpret_cast<float2 *>(tc_smem + l.xp);
   float *glob = p.scratch + blockIdx.x * p.per_cta;
   float *dH = p.tb_dh ? sm(l.dh) : glob;
-  float *seg = p.tb_seg ? sm(l.seg) : glob + (p.tb_dh ? 0 : N * SL);
+  glob += p.tb_dh ? 0 : N * SL;
+  float *ws = p.tb_w ? sm(l.ws) : glob;
+  glob += p.tb_w ? 0 : C * SL;
+  float *seg = p.tb_seg ? sm(l.seg) : glob;
   // prologue: the fragments of W_h^T's and W_write^T's rows, staged in turn over red onwards
   S sh(tc_smem), sw(tc_smem);
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
@@ -261,129 +282,147 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
     const int64_t t0 = kseg * C;
     const int L = (int)min((int64_t)C, nt - t0);
-    // ---- replay: the segment's tapes from its checkpoint and the trace (rows past B: zeros) ----
+    // ---- the segment's trace (rows past B: zeros), then its parts: replay, walk back ----
     auto ck = [&](int64_t bi, int64_t at) { return bi < B ? p.ck_in[bi * p.ck_len + at] : 0.f; };
-    gather_in(N * SL, tid, nth, [&](int k) {
-      return ck(gb + (k / R) % bg, (kseg * N + k / SL) * d + r0 + k % R);
-    }, [&](int k, float v) { seg[k] = v; });
     gather_in(L * bg * N, tid, nth, [&](int k) {  // a_t, [s][g][i]
       return ck(gb + (k / N) % bg, p.ck_a + (t0 + k / (bg * N)) * N + k % N);
     }, [&](int k, float v) { as[k] = v; });
     gather_in(L * bg * N, tid, nth, [&](int k) {  // r_t
       return ck(gb + (k / N) % bg, p.ck_r + (t0 + k / (bg * N)) * N + k % N);
     }, [&](int k, float v) { rs[k] = v; });
-    gather_in(L * SL, tid, nth, [&](int k) {  // w_t into slot N of step s's store
+    gather_in(L * SL, tid, nth, [&](int k) {  // w_t, [s][g][jj]
       return ck(gb + (k / R) % bg, p.ck_w + (t0 + k / SL) * d + r0 + k % R);
-    }, [&](int k, float v) { seg[((k / SL) * (N + 1) + N) * SL + k % SL] = v; });
+    }, [&](int k, float v) { ws[k] = v; });
     __syncthreads();
-    // H_{t+1} = (1 - a_t) H_t + a_t w_t^T (the forward's expression), a thread an element
-    for (int k = tid; k < N * SL; k += nth) {
-      const int i = k / SL, g = (k / R) % bg, jj = k % R;
-      replay_chain(L, as + g * N + i, bg * N, seg + N * SL + g * R + jj, seg + k, (N + 1) * SL);
-    }
-    __syncthreads();
-    // ---- the walk back ----
-    // A step fills state buffer 0 (dw, sx) and part1 (da, dx), then buffer 1 (dpre) and part2
-    // (dr); one copy of each: CTA Q fills buffer 0 and part1 at step t after its wait for step
-    // t + 1's dpre, which CTA P sends only after a __syncthreads that follows its step t + 1
-    // product over buffer 0 and softmax over part1; Q fills buffer 1 and part2 after its waits
-    // for step t's dw and da, which P sends only after its step t + 1 softmax over part2 and
-    // product over buffer 1 (the barrier ending the step between). This holds across segments
-    // (the replay exchanges nothing); the first step follows the cluster barrier before the
-    // segments. Every CTA sends some of each fill to every CTA, itself included, so no phase
-    // completes before its last reader waited.
-    for (int s = L - 1; s >= 0; s--) {
-      const int64_t t = t0 + s;
-      T hraw[2] = {};  // h_{t-1}, needed last: converted there, so the load's latency hides
-      hfetch(t - 1, hraw);
-      opaque(sw.hb), opaque(part1), opaque(part2);
-      sh.hb = sw.hb;
-      float *Hs = seg + s * (N + 1) * SL;
-      const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
-      // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
-      float2 dw = make_float2(0.f, 0.f);
-      if (sact)
-#pragma unroll 2
-        for (int i = i0; i < i1; i++) {
-          const float2 x = *pair_at(dH + i * SL);
-          dw.x += a[i] * x.x, dw.y += a[i] * x.y;
-        }
-      dw = gather(dw);
-      if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
-      column_sums(part1, dx.of(0), [&](int g, int i, int q) {
-        const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
-                     wa = f4(Hs + N * SL + g * R)[q];
-        return xa.x * (wa.x - ha.x) + xa.y * (wa.y - ha.y) + xa.z * (wa.z - ha.z) +
-               xa.w * (wa.w - ha.w);
-      });
-      if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
-      // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
-      dx.wait(0);
-      for (int g = warp; g < bg; g += NW)
-        softmax_back(part1, bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
-      sx.wait(0);
-      sw.product(0);
-      __syncthreads();
-      float2 dpre = make_float2(0.f, 0.f), acc = dpre;
-      if (sact)
-#pragma unroll 8
-        for (int i = i0; i < i1; i++) {
-          const float di = dsa[n * N + i];
-          const float2 x = *pair_at(Hs + i * SL);
-          acc.x += di * x.x, acc.y += di * x.y;
-        }
-      acc = gather(acc);
-      if (act) {
-        const float2 tot = sw.sum(n, r);
-        dpre.x = (carry.x + tot.x + scale * acc.x) * (1.f - hcur.x * hcur.x);
-        dpre.y = (carry.y + tot.y + scale * acc.y) * (1.f - hcur.y * hcur.y);
-        if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
-        *pair_at(dpl) = dpre;
+    // the segment in parts of at most CS steps, the last part first (one part when CS = C)
+    const int parts = (L + CS - 1) / CS, PL = (L + parts - 1) / parts;
+    for (int part = parts - 1; part >= 0; part--) {
+      const int s0 = part * PL, s1 = min(L, s0 + PL);
+      // ---- replay: H_{t+1} = (1 - a_t) H_t + a_t w_t^T from the checkpoint, H_s for s in
+      // [s0, s1) stored: a thread a column m = g R + jj and four slots from i; the next task's
+      // checkpoint values load before this one's chain. (The barrier after the trace's loads, or
+      // the one ending the walk of the part after this one, comes first.)
+      const int tasks = (N + 3) / 4 * SL;
+      float nv[4];
+      auto fetch_ck = [&](int k) {
+        const int m = k % SL, i = 4 * (k / SL);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+          nv[j] = i + j < N ? ck(gb + m / R, (kseg * N + i + j) * d + r0 + m % R) : 0.f;
+      };
+      if (tid < tasks) fetch_ck(tid);
+      for (int k = tid; k < tasks; k += nth) {
+        const int m = k % SL, i = 4 * (k / SL);
+        const float v[4] = {nv[0], nv[1], nv[2], nv[3]};
+        if (k + nth < tasks) fetch_ck(k + nth);
+        replay_slots(s0, s1, min(4, N - i), v, as + (m / R) * N + i, bg * N, ws + m,
+                     seg + i * SL + m, SL, N * SL);
       }
-      if (sl.SP > 1) {  // dpre to the pair's other split threads
+      __syncthreads();
+      // ---- the walk back ----
+      // A step fills state buffer 0 (dw, sx) and part1 (da, dx), then buffer 1 (dpre) and part2
+      // (dr); one copy of each: CTA Q fills buffer 0 and part1 at step t after its wait for step
+      // t + 1's dpre, which CTA P sends only after a __syncthreads that follows its step t + 1
+      // product over buffer 0 and softmax over part1; Q fills buffer 1 and part2 after its waits
+      // for step t's dw and da, which P sends only after its step t + 1 softmax over part2 and
+      // product over buffer 1 (the barrier ending the step between). This holds across segments
+      // and parts (the replay exchanges nothing); the first step follows the cluster barrier
+      // before the segments. Every CTA sends some of each fill to every CTA, itself included, so no phase
+      // completes before its last reader waited.
+      for (int s = s1 - 1; s >= s0; s--) {
+        const int64_t t = t0 + s;
+        T hraw[2] = {};  // h_{t-1}, needed last: converted there, so the load's latency hides
+        hfetch(t - 1, hraw);
+        opaque(sw.hb), opaque(part1), opaque(part2);
+        sh.hb = sw.hb;
+        float *Hs = seg + (s - s0) * N * SL;
+        const float *wt = ws + s * SL;
+        const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
+        // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
+        float2 dw = make_float2(0.f, 0.f);
+        if (sact)
+#pragma unroll 2
+          for (int i = i0; i < i1; i++) {
+            const float2 x = *pair_at(dH + i * SL);
+            dw.x += a[i] * x.x, dw.y += a[i] * x.y;
+          }
+        dw = gather(dw);
+        if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
+        column_sums(part1, dx.of(0), [&](int g, int i, int q) {
+          const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
+                       wa = f4(wt + g * R)[q];
+          return xa.x * (wa.x - ha.x) + xa.y * (wa.y - ha.y) + xa.z * (wa.z - ha.z) +
+                 xa.w * (wa.w - ha.w);
+        });
+        if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
+        // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
+        dx.wait(0);
+        for (int g = warp; g < bg; g += NW)
+          softmax_back(part1, bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
+        sx.wait(0);
+        sw.product(0);
         __syncthreads();
-        if (sact) dpre = *pair_at(dpl);
-      }
-      if (sact) {
-#pragma unroll 2
-        for (int i = i0; i < i1; i++) {
-          const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
-          float2 *x = pair_at(dH + i * SL);
-          const float2 v = *x;
-          *x = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
-                           (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
+        float2 dpre = make_float2(0.f, 0.f), acc = dpre;
+        if (sact)
+#pragma unroll 8
+          for (int i = i0; i < i1; i++) {
+            const float di = dsa[n * N + i];
+            const float2 x = *pair_at(Hs + i * SL);
+            acc.x += di * x.x, acc.y += di * x.y;
+          }
+        acc = gather(acc);
+        if (act) {
+          const float2 tot = sw.sum(n, r);
+          dpre.x = (carry.x + tot.x + scale * acc.x) * (1.f - hcur.x * hcur.x);
+          dpre.y = (carry.y + tot.y + scale * acc.y) * (1.f - hcur.y * hcur.y);
+          if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
+          *pair_at(dpl) = dpre;
         }
+        if (sl.SP > 1) {  // dpre to the pair's other split threads
+          __syncthreads();
+          if (sact) dpre = *pair_at(dpl);
+        }
+        if (sact) {
+#pragma unroll 2
+          for (int i = i0; i < i1; i++) {
+            const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
+            float2 *x = pair_at(dH + i * SL);
+            const float2 v = *x;
+            *x = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
+                             (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
+          }
+        }
+        __syncthreads();
+        // the partial dr_i = H[i] . dpre
+        column_sums(part2, dx.of(1), [&](int g, int i, int q) {
+          const float4 ha = f4(Hs + i * SL + g * R)[q], xa = f4(dpl + g * R)[q];
+          return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
+        });
+        float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
+        if (fin) {
+          store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
+          if (t >= 1) gnext = dhs_at(t - 1);
+        }
+        // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
+        dx.wait(1);
+        for (int g = warp; g < bg; g += NW)
+          softmax_back(part2, bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
+        sx.wait(1);
+        sh.product(1);
+        __syncthreads();
+        float2 back = make_float2(0.f, 0.f);
+        const float2 hprv = hval(hraw);
+        if (sact)
+          back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0, scale,
+                           hprv);
+        back = gather(back);
+        if (act) {
+          const float2 tot = sh.sum(n, r);
+          carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
+        }
+        hcur = hprv;
+        __syncthreads();
       }
-      __syncthreads();
-      // the partial dr_i = H[i] . dpre
-      column_sums(part2, dx.of(1), [&](int g, int i, int q) {
-        const float4 ha = f4(Hs + i * SL + g * R)[q], xa = f4(dpl + g * R)[q];
-        return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
-      });
-      float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
-      if (fin) {
-        store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
-        if (t >= 1) gnext = dhs_at(t - 1);
-      }
-      // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
-      dx.wait(1);
-      for (int g = warp; g < bg; g += NW)
-        softmax_back(part2, bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
-      sx.wait(1);
-      sh.product(1);
-      __syncthreads();
-      float2 back = make_float2(0.f, 0.f);
-      const float2 hprv = hval(hraw);
-      if (sact)
-        back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0, scale,
-                         hprv);
-      back = gather(back);
-      if (act) {
-        const float2 tot = sh.sum(n, r);
-        carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
-      }
-      hcur = hprv;
-      __syncthreads();
     }
   }
   for (int k = tid; k < N * SL; k += nth) {
