@@ -1,32 +1,70 @@
 -- The recurrent kernels' benchmark: forward and backward per layer call, each beside its floor and
--- the published anchor, and the peak bytes one call allocates.
+-- the published anchor, the peak bytes one call allocates, and (with --peer) PyTorch eager's
+-- forward and backward from scripts/peers/torch_recurrent.py run on the same machine, with the
+-- ratios torch / ours (scripts/bench/run_recurrent.sh runs both).
 --
---   engine run scripts/bench/recurrent.lua [--quick] [--only NAME]
+--   engine run scripts/bench/recurrent.lua [--peer torch_recurrent.json] [--quick] [--only NAME]
+--                                          [--cpu]
 --
--- `cases` is a table: one row per shape, `kind` naming its runner in `runners` (E88 here; the E1
--- and E23 sections add their runners and rows). Times are medians of CUDA-event timings over
--- repeats after warm-up (host clock on the CPU). Without a GPU the CPU runs a tiny size of each
--- kind, so the script stays runnable everywhere (those numbers are not for PERF.md).
+-- `cases` is a table: one row per shape, `kind` naming its runner in `runners` (e88, e1, e23).
+-- Times are medians of CUDA-event timings over repeats after warm-up (host clock on the CPU).
+-- Without a GPU the CPU runs a tiny size of each kind, so the script stays runnable everywhere
+-- (those numbers are not for PERF.md). The peer's numbers are looked up by case name, so its CPU
+-- smoke run (torch without CUDA) fills the tiny rows too. Exit status 1 when a case failed.
 local engine = engine or require "engine"
+
+local script_dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+local json = dofile(script_dir .. "/json.lua")
+
+local USAGE = [[
+usage: engine run scripts/bench/recurrent.lua [--peer FILE.json] [--quick] [--only NAME] [--cpu]
+  --peer   the JSON that scripts/peers/torch_recurrent.py wrote on this machine (adds PyTorch's
+           forward and backward and the ratios torch / ours; an unreadable file only warns)
+  --quick  few repeats (a smoke run; the numbers are not for PERF.md)
+  --only   only the cases whose name contains NAME (plain substring)
+  --cpu    the CPU's tiny rows even where a GPU is present]]
 
 local opts = {quick = false}
 do
   local args = {...}
   local i = 1
   while i <= #args do
-    if args[i] == "--quick" then opts.quick = true
-    elseif args[i] == "--only" then opts.only = args[i + 1]; i = i + 1
+    local a = args[i]
+    if a == "--quick" or a == "--cpu" then
+      opts[a:sub(3)] = true
+    elseif a == "--only" or a == "--peer" then
+      if args[i + 1] == nil then
+        io.stderr:write("recurrent.lua: ", a, " needs a value\n", USAGE, "\n")
+        os.exit(2)
+      end
+      opts[a:sub(3)] = args[i + 1]
+      i = i + 1
+    elseif a == "-h" or a == "--help" then
+      print(USAGE)
+      os.exit(0)
     else
-      io.stderr:write("recurrent.lua: unknown argument '", tostring(args[i]),
-                      "'\nusage: engine run scripts/bench/recurrent.lua [--quick] [--only NAME]\n")
+      io.stderr:write("recurrent.lua: unknown argument '", tostring(a), "'\n", USAGE, "\n")
       os.exit(2)
     end
     i = i + 1
   end
 end
 
+-- The PyTorch peer's results (scripts/peers/torch_recurrent.py), keyed by case name.
+local peer, peer_cases = nil, {}
+if opts.peer then
+  local ok, v = pcall(json.read, opts.peer)
+  if ok and type(v) == "table" and type(v.cases) == "table" then
+    peer, peer_cases = v, v.cases
+  else
+    io.stderr:write("recurrent.lua: WARNING: cannot read the peer results (",
+                    ok and "no \"cases\" object in " .. opts.peer or tostring(v),
+                    "); no PyTorch columns\n")
+  end
+end
+
 local cuda = engine.cuda
-local on_gpu = cuda and cuda.is_available and cuda.is_available()
+local on_gpu = not opts.cpu and cuda and cuda.is_available and cuda.is_available()
 local dev = on_gpu and "cuda" or "cpu"
 local WARM, REPS = opts.quick and 2 or 5, opts.quick and 3 or 15
 
@@ -215,11 +253,37 @@ local cases = {
 local function mib(b) return b and string.format("%.1f", b / 2 ^ 20) or "-" end
 local function fmt(x) return x and string.format("%.0f", x) or "-" end
 
-print(string.format("recurrent kernels on %s (%s); times in us per layer call, median of %d",
-                    dev, machine.name, REPS))
-print(string.format("%-16s %-22s %8s %8s %8s %7s %8s %8s %8s %7s %9s %9s  %s", "case", "shape",
-                    "fwd", "floor", "anchor", "x", "bwd", "floor", "anchor", "bwd/fwd",
-                    "fwd MiB", "bwd MiB", "floor terms (fwd | bwd)"))
+-- The peer's number for a case (nil when absent, null or failed) and the ratio torch / ours.
+local function peer_of(name, key)
+  local c = peer_cases[name]
+  local v = type(c) == "table" and c[key] or nil
+  return type(v) == "number" and v or nil
+end
+local function ratio(t, ours)
+  return t and ours and ours > 0 and string.format("%.2f", t / ours) or "-"
+end
+local PEER_COLS = " %9s %7s %9s %7s"
+
+print(string.format("recurrent kernels on %s (%s); times in us per layer call, median of %d%s",
+                    dev, machine.name, REPS, opts.quick and " (--quick: smoke numbers)" or ""))
+if peer then
+  local m = type(peer.meta) == "table" and peer.meta or {}
+  local function s(x) return (x == nil or x == json.null) and "?" or tostring(x) end
+  print(string.format("PyTorch peer: %s (torch %s, CUDA %s) on %s, %s, median of %s%s",
+                      opts.peer, s(m.torch), s(m.cuda), s(m.device), s(m.date), s(m.reps),
+                      m.quick == true and " (--quick: smoke numbers)" or ""))
+  if m.device ~= machine.name then
+    print("WARNING: the peer ran on another device (" .. s(m.device) .. ") than ours (" ..
+          machine.name .. "); the ratios are not comparable")
+  end
+elseif opts.peer then
+  print("PyTorch peer: none (" .. opts.peer .. " could not be read)")
+end
+print(string.format("%-16s %-22s %8s %8s %8s %7s %8s %8s %8s %7s", "case", "shape",
+                    "fwd", "floor", "anchor", "x", "bwd", "floor", "anchor", "bwd/fwd") ..
+      (peer and string.format(PEER_COLS, "torch fwd", "t/o fwd", "torch bwd", "t/o bwd") or "") ..
+      string.format(" %9s %9s  %s", "fwd MiB", "bwd MiB", "floor terms (fwd | bwd)"))
+local failures, results = {}, {}
 for _, c in ipairs(cases) do
   local want = opts.only == nil or c.name:find(opts.only, 1, true)
   if want and (on_gpu and not c.cpu or not on_gpu and c.cpu) then
@@ -227,15 +291,24 @@ for _, c in ipairs(cases) do
     local ok, r = pcall(runners[c.kind], c, dtype)
     local shape = c.d and string.format("B%d T%d d%d%s", c.B, c.T, c.d, c.N and (" N" .. c.N) or "")
       or string.format("B%d T%d H%d n%d v%d", c.B, c.T, c.H, c.n or 0, c.v or 0)
+    local t_fwd, t_bwd = peer_of(c.name, "fwd_us"), peer_of(c.name, "bwd_us")
     if not ok then
-      print(string.format("%-16s %-22s failed: %s", c.name, shape, tostring(r)))
+      failures[#failures + 1] = c.name .. ": " .. tostring(r)
+      print(string.format("%-16s %-22s failed: %s%s", c.name, shape, tostring(r),
+                          (t_fwd or t_bwd) and string.format(" (PyTorch: fwd %s us, bwd %s us)",
+                                                             fmt(t_fwd), fmt(t_bwd)) or ""))
     else
       local a = c.anchor or {}
-      print(string.format("%-16s %-22s %8s %8s %8s %7s %8s %8s %8s %7.2f %9s %9s  %s | %s",
+      results[#results + 1] = {name = c.name, fwd = r.fwd, bwd = r.bwd, torch_fwd = t_fwd,
+                               torch_bwd = t_bwd}
+      print(string.format("%-16s %-22s %8s %8s %8s %7s %8s %8s %8s %7.2f",
                           c.name, shape, fmt(r.fwd), fmt(r.fwd_floor), fmt(a.fwd),
                           a.fwd and string.format("%.2f", a.fwd / r.fwd) or "-", fmt(r.bwd),
-                          fmt(r.bwd_floor), fmt(a.bwd), r.bwd / r.fwd, mib(r.fwd_peak),
-                          mib(r.bwd_peak), r.fwd_floor_why, r.bwd_floor_why))
+                          fmt(r.bwd_floor), fmt(a.bwd), r.bwd / r.fwd) ..
+            (peer and string.format(PEER_COLS, fmt(t_fwd), ratio(t_fwd, r.fwd), fmt(t_bwd),
+                                    ratio(t_bwd, r.bwd)) or "") ..
+            string.format(" %9s %9s  %s | %s", mib(r.fwd_peak), mib(r.bwd_peak),
+                          r.fwd_floor_why, r.bwd_floor_why))
       if r.extra then print(string.format("%-16s %-22s %s", "", "", r.extra)) end
       if r.fwd_ckpt then
         print(string.format("%-16s %-22s fwd with checkpoints (e88_forward): %s us%s", "", "",
@@ -244,8 +317,30 @@ for _, c in ipairs(cases) do
                               c.target.bwd) or ""))
       end
     end
+    local pc = peer and peer_cases[c.name]
+    if type(pc) == "table" then
+      local m = type(peer.meta) == "table" and peer.meta or {}
+      if type(pc.error) == "string" then
+        print(string.format("%-16s %-22s PyTorch failed: %s", "", "", pc.error))
+      elseif type(pc.reps) == "number" and type(m.reps) == "number" and pc.reps < m.reps then
+        print(string.format("%-16s %-22s PyTorch: median of %d repeats only (a slow case)", "",
+                            "", pc.reps))
+      end
+    end
     collectgarbage()
   end
 end
 print("x = anchor / ours (above 1: faster than the published kernels); anchor: " .. E88_ANCHOR.where)
 print("E1 / E23 anchors (forward only, T = 512): " .. E1_ANCHOR.where .. "; " .. E23_ANCHOR.where)
+if peer then
+  print("torch fwd / bwd: PyTorch eager (a Python loop over T, autograd backward) from " ..
+        opts.peer .. "; t/o = torch / ours (above 1: we are faster)")
+end
+if #failures > 0 then
+  io.stderr:write(string.format("recurrent.lua: %d case(s) failed:\n", #failures))
+  for _, f in ipairs(failures) do io.stderr:write("  ", (f:gsub("\n", "\n    ")), "\n") end
+  os.exit(1)
+end
+-- Run as a chunk (loadfile(...)(args)), the script returns its rows: {name, fwd, bwd, torch_fwd,
+-- torch_bwd} in microseconds, the peer's nil where it has none.
+return results

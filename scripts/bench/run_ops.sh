@@ -20,16 +20,7 @@ for a in "$@"; do
   fi
 done
 
-if [ -z "${ENGINE:-}" ]; then
-  if command -v engine >/dev/null 2>&1; then
-    ENGINE=$(command -v engine)
-  elif [ -x build-gpu/engine ]; then
-    ENGINE=build-gpu/engine
-  else
-    echo "run_ops.sh: no engine binary: set ENGINE, put it on PATH, or build build-gpu/engine" >&2
-    exit 1
-  fi
-fi
+. scripts/bench/engine_path.sh run_ops.sh
 PYTHON=${PYTHON:-python3}
 
 if command -v nvidia-smi >/dev/null 2>&1; then

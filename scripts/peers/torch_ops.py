@@ -13,12 +13,12 @@ time.perf_counter(). Needs only PyTorch with CUDA.
 """
 import argparse
 import datetime
-import json
-import math
 import statistics
 import sys
 import time
 import traceback
+
+import peer_results  # beside this script
 
 ROWS, COLS = 8192, 4096  # 32 Mi elements: 64 MiB in bf16
 MB64 = ROWS * COLS * 2
@@ -240,17 +240,6 @@ def print_table(cases, order):
             print("  ".join("-" * n for n in w) + "  " + "-" * 4)
 
 
-def clean(v):
-    """JSON has no NaN or infinity: those become null."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: clean(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [clean(x) for x in v]
-    return v
-
-
 def main():
     args = parse_args()
     try:
@@ -277,11 +266,7 @@ def main():
         meta = dict(device=device, torch=torch.__version__, cuda=torch.version.cuda, date=date,
                     quick=args.quick, reps=tm.reps, warmup=tm.warm, failures=failures,
                     python=sys.version.split()[0])
-        with open(args.out, "w") as f:
-            json.dump(clean(dict(meta=meta, order=order, cases=cases)), f, indent=2, sort_keys=True,
-                      allow_nan=False)
-            f.write("\n")
-        print("wrote %s" % args.out)
+        peer_results.write(args.out, meta, order, cases)
     if failures:
         print("torch_ops.py: %d case(s) failed: %s" % (len(failures), "; ".join(failures)),
               file=sys.stderr)
