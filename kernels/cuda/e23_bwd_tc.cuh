@@ -294,14 +294,15 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       return ck(gb + (k / R) % bg, p.ck_w + (t0 + k / SL) * d + r0 + k % R);
     }, [&](int k, float v) { ws[k] = v; });
     __syncthreads();
-    // the segment in parts of at most CS steps, the last part first (one part when CS = C)
-    const int parts = (L + CS - 1) / CS, PL = (L + parts - 1) / parts;
-    for (int part = parts - 1; part >= 0; part--) {
-      const int s0 = part * PL, s1 = min(L, s0 + PL);
-      // ---- replay: H_{t+1} = (1 - a_t) H_t + a_t w_t^T from the checkpoint, H_s for s in
-      // [s0, s1) stored: a thread a column m = g R + jj and four slots from i; the next task's
-      // checkpoint values load before this one's chain. (The barrier after the trace's loads, or
-      // the one ending the walk of the part after this one, comes first.)
+    // The segment in parts of at most CS steps (one part when CS = C), the last part first:
+    // H_{t+1} = (1 - a_t) H_t + a_t w_t^T from the checkpoint, H_s for s in [s0, s1) stored, a
+    // thread a column m = g R + jj and four slots from i; the next task's checkpoint values load
+    // before this one's chain. The barrier after the trace's loads, or the one ending the walk's
+    // step s1, comes before; the one after lets the walk read the part.
+    const int parts = (L + CS - 1) / CS, PL = (L + parts - 1) / parts;  // PL: steps a part
+    int s0 = L;  // the first step of the part on chip
+    auto replay = [&](int s1) {
+      s0 = s1 - 1 - (s1 - 1) % PL;
       const int tasks = (N + 3) / 4 * SL;
       float nv[4];
       auto fetch_ck = [&](int k) {
@@ -319,110 +320,111 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
                      seg + i * SL + m, SL, N * SL);
       }
       __syncthreads();
-      // ---- the walk back ----
-      // A step fills state buffer 0 (dw, sx) and part1 (da, dx), then buffer 1 (dpre) and part2
-      // (dr); one copy of each: CTA Q fills buffer 0 and part1 at step t after its wait for step
-      // t + 1's dpre, which CTA P sends only after a __syncthreads that follows its step t + 1
-      // product over buffer 0 and softmax over part1; Q fills buffer 1 and part2 after its waits
-      // for step t's dw and da, which P sends only after its step t + 1 softmax over part2 and
-      // product over buffer 1 (the barrier ending the step between). This holds across segments
-      // and parts (the replay exchanges nothing); the first step follows the cluster barrier
-      // before the segments. Every CTA sends some of each fill to every CTA, itself included, so no phase
-      // completes before its last reader waited.
-      for (int s = s1 - 1; s >= s0; s--) {
-        const int64_t t = t0 + s;
-        T hraw[2] = {};  // h_{t-1}, needed last: converted there, so the load's latency hides
-        hfetch(t - 1, hraw);
-        opaque(sw.hb), opaque(part1), opaque(part2);
-        sh.hb = sw.hb;
-        float *Hs = seg + (s - s0) * N * SL;
-        const float *wt = ws + s * SL;
-        const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
-        // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
-        float2 dw = make_float2(0.f, 0.f);
-        if (sact)
+    };
+    // ---- the walk back ----
+    // A step fills state buffer 0 (dw, sx) and part1 (da, dx), then buffer 1 (dpre) and part2
+    // (dr); one copy of each: CTA Q fills buffer 0 and part1 at step t after its wait for step
+    // t + 1's dpre, which CTA P sends only after a __syncthreads that follows its step t + 1
+    // product over buffer 0 and softmax over part1; Q fills buffer 1 and part2 after its waits
+    // for step t's dw and da, which P sends only after its step t + 1 softmax over part2 and
+    // product over buffer 1 (the barrier ending the step between). This holds across segments
+    // and parts (the replay exchanges nothing); the first step follows the cluster barrier
+    // before the segments. Every CTA sends some of each fill to every CTA, itself included, so
+    // no phase completes before its last reader waited.
+    for (int s = L - 1; s >= 0; s--) {
+      if (s < s0) replay(s + 1);
+      const int64_t t = t0 + s;
+      T hraw[2] = {};  // h_{t-1}, needed last: converted there, so the load's latency hides
+      hfetch(t - 1, hraw);
+      opaque(sw.hb), opaque(part1), opaque(part2);
+      sh.hb = sw.hb;
+      float *Hs = seg + (s - s0) * N * SL;
+      const float *wt = ws + s * SL;
+      const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
+      // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
+      float2 dw = make_float2(0.f, 0.f);
+      if (sact)
 #pragma unroll 2
-          for (int i = i0; i < i1; i++) {
-            const float2 x = *pair_at(dH + i * SL);
-            dw.x += a[i] * x.x, dw.y += a[i] * x.y;
-          }
-        dw = gather(dw);
-        if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
-        column_sums(part1, dx.of(0), [&](int g, int i, int q) {
-          const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
-                       wa = f4(wt + g * R)[q];
-          return xa.x * (wa.x - ha.x) + xa.y * (wa.y - ha.y) + xa.z * (wa.z - ha.z) +
-                 xa.w * (wa.w - ha.w);
-        });
-        if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
-        // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
-        dx.wait(0);
-        for (int g = warp; g < bg; g += NW)
-          softmax_back(part1, bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
-        sx.wait(0);
-        sw.product(0);
-        __syncthreads();
-        float2 dpre = make_float2(0.f, 0.f), acc = dpre;
-        if (sact)
+        for (int i = i0; i < i1; i++) {
+          const float2 x = *pair_at(dH + i * SL);
+          dw.x += a[i] * x.x, dw.y += a[i] * x.y;
+        }
+      dw = gather(dw);
+      if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
+      column_sums(part1, dx.of(0), [&](int g, int i, int q) {
+        const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
+                     wa = f4(wt + g * R)[q];
+        return xa.x * (wa.x - ha.x) + xa.y * (wa.y - ha.y) + xa.z * (wa.z - ha.z) +
+               xa.w * (wa.w - ha.w);
+      });
+      if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
+      // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
+      dx.wait(0);
+      for (int g = warp; g < bg; g += NW)
+        softmax_back(part1, bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
+      sx.wait(0);
+      sw.product(0);
+      __syncthreads();
+      float2 dpre = make_float2(0.f, 0.f), acc = dpre;
+      if (sact)
 #pragma unroll 8
-          for (int i = i0; i < i1; i++) {
-            const float di = dsa[n * N + i];
-            const float2 x = *pair_at(Hs + i * SL);
-            acc.x += di * x.x, acc.y += di * x.y;
-          }
-        acc = gather(acc);
-        if (act) {
-          const float2 tot = sw.sum(n, r);
-          dpre.x = (carry.x + tot.x + scale * acc.x) * (1.f - hcur.x * hcur.x);
-          dpre.y = (carry.y + tot.y + scale * acc.y) * (1.f - hcur.y * hcur.y);
-          if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
-          *pair_at(dpl) = dpre;
+        for (int i = i0; i < i1; i++) {
+          const float di = dsa[n * N + i];
+          const float2 x = *pair_at(Hs + i * SL);
+          acc.x += di * x.x, acc.y += di * x.y;
         }
-        if (sl.SP > 1) {  // dpre to the pair's other split threads
-          __syncthreads();
-          if (sact) dpre = *pair_at(dpl);
-        }
-        if (sact) {
-#pragma unroll 2
-          for (int i = i0; i < i1; i++) {
-            const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
-            float2 *x = pair_at(dH + i * SL);
-            const float2 v = *x;
-            *x = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
-                             (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
-          }
-        }
-        __syncthreads();
-        // the partial dr_i = H[i] . dpre
-        column_sums(part2, dx.of(1), [&](int g, int i, int q) {
-          const float4 ha = f4(Hs + i * SL + g * R)[q], xa = f4(dpl + g * R)[q];
-          return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
-        });
-        float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
-        if (fin) {
-          store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
-          if (t >= 1) gnext = dhs_at(t - 1);
-        }
-        // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
-        dx.wait(1);
-        for (int g = warp; g < bg; g += NW)
-          softmax_back(part2, bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
-        sx.wait(1);
-        sh.product(1);
-        __syncthreads();
-        float2 back = make_float2(0.f, 0.f);
-        const float2 hprv = hval(hraw);
-        if (sact)
-          back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0, scale,
-                           hprv);
-        back = gather(back);
-        if (act) {
-          const float2 tot = sh.sum(n, r);
-          carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
-        }
-        hcur = hprv;
-        __syncthreads();
+      acc = gather(acc);
+      if (act) {
+        const float2 tot = sw.sum(n, r);
+        dpre.x = (carry.x + tot.x + scale * acc.x) * (1.f - hcur.x * hcur.x);
+        dpre.y = (carry.y + tot.y + scale * acc.y) * (1.f - hcur.y * hcur.y);
+        if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
+        *pair_at(dpl) = dpre;
       }
+      if (sl.SP > 1) {  // dpre to the pair's other split threads
+        __syncthreads();
+        if (sact) dpre = *pair_at(dpl);
+      }
+      if (sact) {
+#pragma unroll 2
+        for (int i = i0; i < i1; i++) {
+          const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
+          float2 *x = pair_at(dH + i * SL);
+          const float2 v = *x;
+          *x = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
+                           (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
+        }
+      }
+      __syncthreads();
+      // the partial dr_i = H[i] . dpre
+      column_sums(part2, dx.of(1), [&](int g, int i, int q) {
+        const float4 ha = f4(Hs + i * SL + g * R)[q], xa = f4(dpl + g * R)[q];
+        return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
+      });
+      float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
+      if (fin) {
+        store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
+        if (t >= 1) gnext = dhs_at(t - 1);
+      }
+      // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
+      dx.wait(1);
+      for (int g = warp; g < bg; g += NW)
+        softmax_back(part2, bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
+      sx.wait(1);
+      sh.product(1);
+      __syncthreads();
+      float2 back = make_float2(0.f, 0.f);
+      const float2 hprv = hval(hraw);
+      if (sact)
+        back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0, scale,
+                         hprv);
+      back = gather(back);
+      if (act) {
+        const float2 tot = sh.sum(n, r);
+        carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
+      }
+      hcur = hprv;
+      __syncthreads();
     }
   }
   for (int k = tid; k < N * SL; k += nth) {

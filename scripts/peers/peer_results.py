@@ -3,6 +3,7 @@
 JSON has no NaN or infinity: those become null."""
 import json
 import math
+import sys
 
 
 def clean(v):
@@ -21,3 +22,14 @@ def write(path, meta, order, cases):
                   allow_nan=False)
         f.write("\n")
     print("wrote %s" % path)
+
+
+def finish(script, path, meta, order, cases, failures):
+    """The peer's end: the results written where asked, the failed cases named; its exit status."""
+    if path:
+        write(path, meta, order, cases)
+    if failures:
+        print("%s: %d case(s) failed: %s" % (script, len(failures), "; ".join(failures)),
+              file=sys.stderr)
+        return 1
+    return 0

@@ -262,16 +262,10 @@ def main():
           % (tm.reps, tm.warm))
     print()
     print_table(cases, order)
-    if args.out:
-        meta = dict(device=device, torch=torch.__version__, cuda=torch.version.cuda, date=date,
-                    quick=args.quick, reps=tm.reps, warmup=tm.warm, failures=failures,
-                    python=sys.version.split()[0])
-        peer_results.write(args.out, meta, order, cases)
-    if failures:
-        print("torch_ops.py: %d case(s) failed: %s" % (len(failures), "; ".join(failures)),
-              file=sys.stderr)
-        return 1
-    return 0
+    meta = dict(device=device, torch=torch.__version__, cuda=torch.version.cuda, date=date,
+                quick=args.quick, reps=tm.reps, warmup=tm.warm, failures=failures,
+                python=sys.version.split()[0])
+    return peer_results.finish("torch_ops.py", args.out, meta, order, cases, failures)
 
 
 if __name__ == "__main__":

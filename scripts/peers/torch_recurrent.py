@@ -515,21 +515,15 @@ def main():
     print("fwd: one layer call under no_grad; bwd: torch.autograd.backward alone (graph from an "
           "untimed forward); us/step = us / T; graph MiB: peak of forward with grad + backward")
     print("total %.1f s (the guess was ~%.1f s)" % (total, guess))
-    if args.out:
-        meta = dict(device=device, torch=torch.__version__, cuda=torch.version.cuda, date=date,
-                    quick=args.quick, reps=reps, warmup=warm, tf32=tf32,
-                    precision="bf16 inputs and outputs; f32 copies of the inputs made once per "
-                              "call, f32 state and per-step math" if cuda else
-                              "cpu smoke run: f32 inputs, f32 state and math",
-                    cpu_smoke=not cuda, check=check, failures=failures, total_s=round(total, 1),
-                    case_budget_s=CASE_BUDGET_S, total_budget_s=TOTAL_BUDGET_S, only=args.only,
-                    python=sys.version.split()[0])
-        peer_results.write(args.out, meta, order, cases)
-    if failures:
-        print("torch_recurrent.py: %d case(s) failed: %s" % (len(failures), "; ".join(failures)),
-              file=sys.stderr)
-        return 1
-    return 0
+    meta = dict(device=device, torch=torch.__version__, cuda=torch.version.cuda, date=date,
+                quick=args.quick, reps=reps, warmup=warm, tf32=tf32,
+                precision="bf16 inputs and outputs; f32 copies of the inputs made once per "
+                          "call, f32 state and per-step math" if cuda else
+                          "cpu smoke run: f32 inputs, f32 state and math",
+                cpu_smoke=not cuda, check=check, failures=failures, total_s=round(total, 1),
+                case_budget_s=CASE_BUDGET_S, total_budget_s=TOTAL_BUDGET_S, only=args.only,
+                python=sys.version.split()[0])
+    return peer_results.finish("torch_recurrent.py", args.out, meta, order, cases, failures)
 
 
 if __name__ == "__main__":
