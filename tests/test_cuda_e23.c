@@ -5,10 +5,10 @@
  * no state / no final gradients, T = 4096 staying finite, the tensor-core forward (16-bit,
  * d = 256 and 512; the bf16 benchmark shapes take it) at d = 256 with an odd N and with 8 batch
  * rows a cluster, and the tensor-core backward (bf16, the same widths) with each of its
- * placements of dH and the segment store. Tolerances: bf16/f16 1e-2; f32 3e-5 forward and 2e-4 backward (f32 attention
- * and tape updates through up to 512 dependent steps,
- * and the GPU's next-step read scores come from the identity H_new h = (1 - a) H h + a (w . h)
- * instead of a fresh pass, against an f64 reference); f64 1e-9. */
+ * placements of dH and the segment store. Tolerances: bf16/f16 1e-2 (their f32 ckpt 1e-3); f32
+ * 3e-5 forward and 2e-4 backward (f32 attention and tape updates through up to 512 dependent
+ * steps, and the GPU's next-step read scores come from the identity H_new h = (1 - a) H h +
+ * a (w . h) instead of a fresh pass, against an f64 reference); f64 1e-9. */
 #include "cuda_e_series.h"
 
 #define SHAPE(...) \
@@ -37,8 +37,11 @@ static void check(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_dty
            strided ? " strided" : "");
   static const char *const fwd_names[4] = {"hs", "h_T", "tape_T", "ckpt"};
   const double ft = tol_of(dt, 0);
-  /* ckpt is f32 state even for bf16 values: held to the f32 bound (3e-5) unless f64 */
-  const double fwd_tol[4] = {ft, ft, ft, dt == ENG_F64 ? ft : 3e-5};
+  /* ckpt is f32 state even for 16-bit values, held to the f32 bound (3e-5) for f32; the 16-bit
+   * kernels' products take the state as an f16 operand (2^-12, tc::kSingle), which leaves up to
+   * ~2e-4 in the trace's w, a and r at T = 512: held to 1e-3 */
+  const double ck_tol = dt == ENG_F64 ? ft : dt == ENG_F32 ? 3e-5 : 1e-3;
+  const double fwd_tol[4] = {ft, ft, ft, ck_tol};
   eng_tensor_t *ref[4];
   eng_op_attrs_t attrs = {0};
   attrs.i[0] = N;

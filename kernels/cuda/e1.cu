@@ -243,6 +243,7 @@ struct TcPlace {
   int64_t gb, c, base;
   int n, r;
   bool fin;
+  float unscale;  // the product's scale back (tc::to_f16_scaled under kSingle, else 1)
 };
 
 // The tensor-core kernels' dynamic shared memory: two mbarriers (TcExchange) in the first kTcBars
@@ -251,9 +252,10 @@ constexpr size_t kTcBars = 128;
 
 // The tensor-core kernels' exchange of the state, with no cluster barrier (AsyncFills): at step t
 // every CTA st_async's its slice of the new state into state buffer (t + 1) & 1 of every CTA, each
-// 4-byte store completing on the receiver's mbarrier of that buffer, armed for 2 parts x rows x D
-// x sizeof(T), rows the group's real batch rows (rows >= B are never stored). Every thread waits
-// on it before the product that reads the buffer; buffer 0 of step 0 is filled locally (no wait).
+// 4-byte store completing on the receiver's mbarrier of that buffer, armed for the parts x rows x
+// D x 2 bytes of one fill, rows the group's real batch rows (rows >= B are never stored). Every
+// thread waits on it before the product that reads the buffer; buffer 0 of step 0 is filled
+// locally (no wait).
 // Why the double buffer is safe: CTA Q writes buffer (t + 1) & 1 of CTA P at its step t, after it
 // has received all of step t - 1's fill, which P sends only after the __syncthreads that ends P's
 // step t - 1 product, the last read of that buffer. Likewise a completed fill tells P that all its
@@ -263,9 +265,10 @@ constexpr size_t kTcBars = 128;
 using TcExchange = AsyncFills<2>;
 
 // The tensor-core kernels' prologue: checks that the launch matches the compiled tiling, stages
-// the CTA's slice of W (rows of W^T when tr), keeps the warp's fragments of it in registers, fills
-// state buffer 0 from v0 (NULL: zero) and sets up the exchange x. smem: the dynamic shared memory
-// (st's starts kTcBars in). A cluster barrier must follow before the first step.
+// the CTA's slice of W (rows of W^T when tr; converted to scaled f16 under kSingle), keeps the
+// warp's fragments of it in registers, fills state buffer 0 from v0 (NULL: zero) and sets up the
+// exchange x. smem: the dynamic shared memory (st's starts kTcBars in). A cluster barrier must
+// follow before the first step.
 template <typename T, typename S>
 __device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const T *W, bool tr,
                                const T *v0, int64_t d_arg, int64_t bg, int64_t B, int64_t nt) {
@@ -273,29 +276,34 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const 
   constexpr int64_t d = S::D;
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || d_arg != d || bg > S::NR) __trap();  // the plan picks the tiling and PACK
+  if (cs != S::CS || d_arg != d || bg > S::NR) __trap();  // the plan picks the tiling and operand
   const int64_t r0 = (int64_t)rank * R;
   TcPlace pl;
   pl.gb = (int64_t)group * bg;
   T *Ws = reinterpret_cast<T *>(smem + kTcBars + tc::hb_bytes(d));
   tc::stage_slice(Ws, W, d, r0, R, tr);
-  st.init_state(v0, pl.gb, bg, B);
-  x->init(smem, (uint32_t)(2 * min(bg, B - pl.gb) * d * (int64_t)sizeof(T)));
   __syncthreads();
-  st.load_a(Ws);
+  pl.unscale = 1.f;
+  if constexpr (S::NP == 1)  // the state buffers, not yet filled, lend the scratch
+    pl.unscale = tc::to_f16_scaled(Ws, (int64_t)R * d, reinterpret_cast<float *>(st.hb));
+  st.init_state(v0, pl.gb, bg, B);
+  x->init(smem, (uint32_t)(min(bg, B - pl.gb) * S::kRowBytes));
+  __syncthreads();
+  st.load_a(reinterpret_cast<const typename S::type *>(Ws));
   pl.n = (int)threadIdx.x / (R / 2), pl.r = 2 * ((int)threadIdx.x % (R / 2));
   pl.fin = pl.n < bg && pl.gb + pl.n < B;
   pl.c = r0 + pl.r, pl.base = (pl.gb + pl.n) * nt * d + pl.c;
   return pl;
 }
 
-// The forward with the per-step product on tensor cores (tc::Step) and the exchange of
-// TcExchange. Thread q finishes slice rows (r, r + 1), r = 2 (q % (R / 2)), of batch row
-// gb + q / (R / 2): it sends h first, then stores hs and y and loads the next step's xw and z,
-// raw: they are converted after the next product, so the loads' latency overlaps it.
-template <typename T, int MT, int KS, int NW, bool PACK>
+// The forward with the per-step product on tensor cores (tc::Step, the state as one f16 part:
+// kSingle) and the exchange of TcExchange. Thread q finishes slice rows (r, r + 1), r = 2 (q %
+// (R / 2)), of batch row gb + q / (R / 2): it sends h first, then stores hs and y and loads the
+// next step's xw and z, raw: they are converted after the next product, so the loads' latency
+// overlaps it.
+template <typename T, int MT, int KS, int NW>
 __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
-  using S = tc::Step<T, MT, KS, NW, PACK>;
+  using S = tc::Step<__half, MT, KS, NW, tc::kSingle>;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
   S st(tc_smem + kTcBars);
@@ -325,8 +333,8 @@ __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
     __syncthreads();
     if (!fin) continue;
     const float2 s = st.sum(n, r);
-    const float h[2] = {tanhf(s.x + (load(&xr[0]) + bias[0])),
-                        tanhf(s.y + (load(&xr[1]) + bias[1]))};
+    const float h[2] = {tanhf(s.x * pl.unscale + (load(&xr[0]) + bias[0])),
+                        tanhf(s.y * pl.unscale + (load(&xr[1]) + bias[1]))};
     if (t + 1 < p.nt) st.put_async(buf ^ 1, n, c, h[0], h[1], x.of(buf ^ 1));
     const int64_t at = base + t * d;
 #pragma unroll
@@ -345,7 +353,7 @@ __global__ void __launch_bounds__(NW * 32) e1_fwd_tc(Fwd<T> p) {
 // T - 1 - s; step T, which writes dh0, sends nothing).
 template <typename T, int MT, int KS, int NW, bool PACK>
 __global__ void __launch_bounds__(NW * 32) e1_bwd_tc(Bwd<T> p) {
-  using S = tc::Step<T, MT, KS, NW, PACK>;
+  using S = tc::Step<T, MT, KS, NW, PACK ? tc::kPacked : tc::kHiLo>;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
   S st(tc_smem + kTcBars);
@@ -482,7 +490,8 @@ inline bool tc_plan(int64_t d, const DeviceInfo &info, TcPlan *out) {
 // Runs the tensor-core kernel TK<T> where its plan applies and its clusters can be scheduled, else
 // kernel K<T, BG, CL, VEC> for the plan; falls back to the global-memory kernel when the clusters
 // cannot be scheduled. The tensor-core kernels take any bg <= 8 (their columns hold the group's
-// hi and lo parts: one 8-column tile for bg <= 4, PACK, else two), so the group count can be the
+// rows: the forward's one f16 part in one 8-column tile; the backward's hi and lo parts in one
+// tile for bg <= 4, kPacked, else two), so the group count can be the
 // resident clusters' (B = 64 at d = 768 on an H200: 13 clusters of 5 rows, where 16 of 4 would
 // run the 16th alone after the others). whole_sm: the tensor-core CTAs ask for more than half an
 // SM's shared memory, so that none shares an SM (the forward: measured below).
@@ -555,7 +564,8 @@ cudaError_t run(P p, int64_t B, int64_t d, int na, bool whole_sm, cudaStream_t s
 ES_PICKER(FwdK, e1_fwd, Fwd)
 ES_PICKER(BwdK, e1_bwd, Bwd)
 
-// Tensor-core kernel pickers: the instantiation for a tiling and PACK, or none. The backward's
+// Tensor-core kernel pickers: the instantiation for a tiling and, in the backward, PACK (the
+// forward has one operand form), or none. The backward's
 // state, dpre, is not bounded like h: f16's range and subnormals would lose it, so it runs for
 // bf16 only.
 #define ES_TC_PICKER(NAME, PARAMS, CASE, TYPES)                                                 \
@@ -569,9 +579,8 @@ ES_PICKER(BwdK, e1_bwd, Bwd)
       return nullptr;                                                                          \
     }                                                                                          \
   };
-#define ES_TC_FWD(M_, K_, W_)                    \
-  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) \
-    return pack ? e1_fwd_tc<T, M_, K_, W_, true> : e1_fwd_tc<T, M_, K_, W_, false>;
+#define ES_TC_FWD(M_, K_, W_) \
+  if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) return e1_fwd_tc<T, M_, K_, W_>;
 #define ES_TC_BWD(M_, K_, W_)                    \
   if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_) \
     return pack ? e1_bwd_tc<T, M_, K_, W_, true> : e1_bwd_tc<T, M_, K_, W_, false>;

@@ -1,24 +1,32 @@
 // The per-step product of the persistent E1 kernels on tensor cores (16-bit T, clusters; see
 // e1_cluster.cuh): the CTA's slice of the matrix, R = 32 MT rows of d, times the state of the
 // cluster's batch group, as wmma m32n8k16 products with f32 accumulators. The batch is the N
-// dimension: 8 columns, the group's BG <= 8 rows and zeros. The state stays f32-accurate as two
-// 16-bit parts, hi = T(v) and lo = T(v - hi): the product is A hi + A lo (A is exact in T).
+// dimension: 8 columns, the group's BG <= 8 rows and zeros. How the f32 state enters the product
+// (Operand):
+// - kHiLo: two 16-bit parts, hi = T(v) and lo = T(v - hi), in two 8-column tiles; the product is
+//   A hi + A lo (A is exact in T): ~16 significant bits for bf16, 22 for f16.
+// - kPacked (BG <= 4): the same parts in one tile, columns [hi of rows 0..3, lo of rows 0..3], so
+//   one mma per (row tile, k slice) forms both products and a batch row's sum adds columns n and
+//   n + 4. A buffer is then one 8-row tile, [hi, lo][4][d + 8].
+// - kSingle: one f16 part (T = __half), 11 significant bits. For a state in (-1, 1), such as
+//   tanh's h, that is an absolute error <= 2^-12, below the 2^-9 of the bf16 inputs that enter
+//   the same sum; half the bytes of the two parts to exchange, one mma per (row tile, k slice).
+//   The matrix is converted to f16 scaled by a power of two (to_f16_scaled), so no entry of a
+//   bf16 matrix overflows f16's range; the sum is scaled back.
 //
 // Warp w takes columns [16 KS w, 16 KS (w + 1)) of every row tile, so d = 16 KS NW; its A
 // fragments stay in registers for the whole sequence. The warps' partial products meet in shared
 // memory; one thread per (batch row, pair of rows) adds them up, finishes the step and writes the
-// pair's hi and lo parts into the next state buffer of every CTA (4-byte DSMEM stores).
+// pair's parts into the next state buffer of every CTA (4-byte DSMEM stores).
 //
-// Shared memory: hb [2 steps][hi, lo][8][d + 8] T, then the matrix slice Ws [R][d] T; once the
-// fragments are loaded, Ws's space holds the partial sums red [NW][8][R + 4] f32 (column-major
-// tiles). The paddings keep the B fragment loads and the tile stores free of bank conflicts.
-//
-// PACK (BG <= 4): the 8 columns are [hi of batch rows 0..3, lo of batch rows 0..3], so one mma
-// per (row tile, k slice) forms both products and a batch row's sum adds columns n and n + 4.
-// A buffer is then one 8-row tile, [hi, lo][4][d + 8]: hb uses half of hb_bytes.
+// Shared memory: hb [2 steps][hi, lo][8][d + 8] T (kSingle uses [2][1][8]), then the matrix slice
+// Ws [R][d] T; once the fragments are loaded, Ws's space holds the partial sums red [NW][8][R + 4]
+// f32 (column-major tiles). The paddings keep the B fragment loads and the tile stores free of
+// bank conflicts.
 #pragma once
 
 #include <mma.h>
+#include <type_traits>
 
 #include "cuda/e1_cluster.cuh"
 
@@ -40,6 +48,8 @@ struct Tiling {
 #define ENG_E1_TC_ENTRY(M_, K_, W_) Tiling{M_, K_, W_},
 constexpr Tiling kTilings[] = {ENG_E1_TC_TILINGS(ENG_E1_TC_ENTRY)};
 #undef ENG_E1_TC_ENTRY
+
+enum Operand { kHiLo, kPacked, kSingle };
 
 __host__ __device__ constexpr int64_t ldh(int64_t d) { return d + 8; }
 __host__ __device__ constexpr int64_t ldr(int64_t R) { return R + 4; }
@@ -101,10 +111,38 @@ __device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R,
   }
 }
 
-template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
+// The staged slice Ws [n] (16-bit T) rewritten in place as f16 times 2^k, k such that the largest
+// magnitude m lies in [2^14, 2^15) (k = 0 when m is 0, inf or NaN): power-of-two scaling keeps every
+// value that f16 can hold exactly (bf16's 8 significant bits fit f16's 11) and no entry overflows.
+// Returns 2^-k, by which the products are scaled back. Every thread of the CTA calls it after the
+// staging's __syncthreads; scratch: 32 floats of shared memory. It ends with a __syncthreads (Ws
+// is f16 and scratch free again).
+template <typename T> __device__ float to_f16_scaled(T *Ws, int64_t n, float *scratch) {
+  float m = 0.f;
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fmaxf(m, fabsf(load(Ws + k)));
+  m = warp_max(m);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
+  __syncthreads();
+  m = 0.f;
+  for (unsigned w = 0; w < (blockDim.x + 31) / 32; w++) m = fmaxf(m, scratch[w]);
+  const bool scaled = m > 0.f && isfinite(m);
+  int e = 0;
+  if (scaled) frexpf(m, &e);  // m = f 2^e, f in [0.5, 1)
+  const int k = scaled ? 15 - e : 0;
+  const float up = ldexpf(1.f, k);
+  __half *H = reinterpret_cast<__half *>(Ws);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) H[i] = __float2half_rn(load(Ws + i) * up);
+  __syncthreads();
+  return ldexpf(1.f, -k);
+}
+
+template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
   static constexpr int R = 32 * MT, D = 16 * KS * NW, CS = D / R;  // CS CTAs a cluster
   static constexpr int64_t LD = ldh(D);
-  static constexpr int NR = PACK ? 4 : 8;  // batch rows a part holds
+  using type = T;
+  static constexpr int NR = OP == kPacked ? 4 : 8;  // batch rows a part holds
+  static constexpr int NP = OP == kSingle ? 1 : 2;   // parts of the state
+  static_assert(OP != kSingle || std::is_same<T, __half>::value, "kSingle's part is f16");
   static_assert(NW >= 4 * MT, "one pair of rows per thread needs 8 R / 2 <= 32 NW");
   using FA = wmma::fragment<wmma::matrix_a, 32, 8, 16, T, wmma::row_major>;
   using FB = wmma::fragment<wmma::matrix_b, 32, 8, 16, T, wmma::col_major>;
@@ -121,19 +159,24 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
 
   // Batch row n of part `part` (0 hi, 1 lo) of state buffer `buf`: B(k, n) of the product.
   __device__ __forceinline__ T *row(int buf, int part, int n) const {
-    return hb + ((buf * 2 + part) * NR + n) * LD;
+    return hb + ((buf * NP + part) * NR + n) * LD;
   }
+
+  // Bytes one batch row's state sends to a CTA: its parts' D values.
+  static constexpr int64_t kRowBytes = (int64_t)NP * D * sizeof(T);
 
   // Buffer 0 from v0 [rows of the batch, D] at batch rows gb .. gb + bg - 1 (< B; NULL: zero),
   // buffer 1 and every other column zero. Local; a barrier follows.
-  __device__ void init_state(const T *v0, int64_t gb, int64_t bg, int64_t B) {
+  template <typename V> __device__ void init_state(const V *v0, int64_t gb, int64_t bg, int64_t B) {
     for (int64_t k = threadIdx.x; k < NR * LD; k += blockDim.x) {
       const int64_t n = k / LD, c = k % LD;
       const float v = v0 && n < bg && gb + n < B && c < D ? load(v0 + (gb + n) * D + c) : 0.f;
       store(row(0, 0, 0) + k, v);
-      store(row(0, 1, 0) + k, v - load(row(0, 0, 0) + k));
       store(row(1, 0, 0) + k, 0.f);
-      store(row(1, 1, 0) + k, 0.f);
+      if constexpr (NP == 2) {
+        store(row(0, 1, 0) + k, v - load(row(0, 0, 0) + k));
+        store(row(1, 1, 0) + k, 0.f);
+      }
     }
   }
 
@@ -176,7 +219,7 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
 #pragma unroll
     for (int s = 0; s < KS; s++) {
       const int k0 = (warp * KS + s) * 16;
-      if constexpr (PACK) {  // hi's 4 rows and lo's 4 are one 8-column tile
+      if constexpr (OP != kHiLo) {  // one 8-column tile: the f16 rows, or hi's 4 and lo's 4
         FB b;
         load_b(b, hi + k0);
 #pragma unroll
@@ -199,7 +242,7 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
   }
 
   // The product at slice rows (r, r + 1) (r even) for batch row n: the warps' parts added (and
-  // under PACK the hi and lo columns n and n + 4).
+  // under kPacked the hi and lo columns n and n + 4).
   // Four chains of adds (even and odd warps, hi and lo): the sum is on the step's critical path.
   __device__ __forceinline__ float2 sum(int n, int r) const {
     float2 v[4] = {};
@@ -207,7 +250,7 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
     for (int w = 0; w < NW; w++) {
       const float2 q = *reinterpret_cast<const float2 *>(red + (w * 8 + n) * ldr(R) + r);
       v[w & 1].x += q.x, v[w & 1].y += q.y;
-      if constexpr (PACK) {
+      if constexpr (OP == kPacked) {
         const float2 l = *reinterpret_cast<const float2 *>(red + (w * 8 + n + 4) * ldr(R) + r);
         v[2 + (w & 1)].x += l.x, v[2 + (w & 1)].y += l.y;
       }
@@ -215,9 +258,9 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
     return make_float2((v[0].x + v[1].x) + (v[2].x + v[3].x), (v[0].y + v[1].y) + (v[2].y + v[3].y));
   }
 
-  // (v0, v1), the new state at columns (c, c + 1) (c even) of batch row n, as hi and lo parts
-  // into state buffer `buf` of every CTA of the cluster by st_async (e1_cluster.cuh): each CTA's
-  // copy of the 8 bytes completes on that CTA's mbarrier at local shared address `bar`.
+  // (v0, v1), the new state at columns (c, c + 1) (c even) of batch row n, as its parts into state
+  // buffer `buf` of every CTA of the cluster by st_async (e1_cluster.cuh): each CTA's copy of the
+  // 4 bytes a part completes on that CTA's mbarrier at local shared address `bar`.
   __device__ __forceinline__ void put_async(int buf, int n, int64_t c, float v0, float v1,
                                             uint32_t bar) const {
     using P = Pair<T>;
@@ -232,7 +275,7 @@ template <typename T, int MT, int KS, int NW, bool PACK = false> struct Step {
     for (int q = 0; q < CS; q++) {
       const uint32_t rh = mapa(ah, q), rb = mapa(bar, q);
       st_async(rh, uh, rb);
-      st_async(rh + dl, ul, rb);
+      if constexpr (NP == 2) st_async(rh + dl, ul, rb);
     }
   }
 };

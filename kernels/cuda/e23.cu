@@ -338,13 +338,20 @@ __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K]
 template <int K>
 __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
                              bool step, int lane, float *r, float *a) {
-  float sc[K], p[K];  // the scores in base 2: softmax(scale s) = 2^(log2 e scale s) / sum
+  float sc[K] = {}, p[K];  // the scores in base 2: softmax(scale s) = 2^(log2 e scale s) / sum
   const float scale2 = scale * 1.44269504088896340736f;
+  // The CTAs' partials, CTA by CTA for all K slots at once: K independent chains of adds and
+  // the loads of several CTAs in flight (slot by slot, the chain waited for each CTA's load in
+  // turn: ~20% of the warp's time in the softmax at B4 N64).
+  const float *at = part + g * (N + 1) + lane;
+  const int stride = bg * (N + 1);
+#pragma unroll 4
+  for (int q = 0; q < cs; q++, at += stride)
 #pragma unroll
-  for (int k = 0; k < K; k++) {
-    const int i = lane + 32 * k;
-    sc[k] = i <= N ? scale2 * partial_sum(part + g * (N + 1) + i, bg * (N + 1), cs) : 0.f;
-  }
+    for (int k = 0; k < K; k++)
+      if (lane + 32 * k <= N) sc[k] += at[32 * k];
+#pragma unroll
+  for (int k = 0; k < K; k++) sc[k] *= scale2;
   lanes_softmax<K>(sc, p, N, lane);
   if (step) {
     float q = 0.f, x[K], rn[K];  // q = w . h, slot N (a shuffle per register: selecting the
@@ -494,7 +501,8 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
 // ---- the forward on tensor cores ----
 // For 16-bit T and the widths of E23_TC_TILINGS, the two per-step products (W_h h_{t-1} and
 // w = W_write h_t) run as tc::Step products (cuda/e1_mma.cuh): the warps keep the A fragments of
-// both slices in registers for the whole sequence, the state is exchanged as hi and lo parts.
+// both slices in registers for the whole sequence (f16, each slice scaled by its own power of
+// two), the state is exchanged as one f16 part (tc::kSingle).
 // Thread q finishes slice rows (r, r + 1), r = 2 (q % (R / 2)), of batch row n = q / (R / 2): h,
 // then w, then that pair of the tape's columns (the write and the next step's read H^T r).
 // The scores H h and w . h: one thread per (batch row, slot) over the CTA's R units.
@@ -560,9 +568,10 @@ __host__ __device__ inline int slot_split(int64_t bg, int64_t R, int threads, in
   return sp;
 }
 // Which compiled variant of the tensor-core kernels a plan runs: split, whether the slot split
-// is on (slot_split > 1); pack, whether the batch group's hi and lo parts share the mma's 8
-// columns (tc::Step's PACK: half the mma's on the chain, for bg <= 4). A plan without pack has
-// bg > 4, where the slot split is off at these tilings (bg R / 2 pairs fill the CTA).
+// is on (slot_split > 1); pack, in the backward, whether the batch group's hi and lo parts share
+// the mma's 8 columns (tc::kPacked: half the mma's on the chain, for bg <= 4; the forward has one
+// f16 part). A backward plan without pack has bg > 4, where the slot split is off at these
+// tilings (bg R / 2 pairs fill the CTA).
 struct TcVariant {
   bool split, pack;
 };
@@ -589,15 +598,15 @@ struct SplitPlace {
   }
 };
 
-template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK>
+template <typename T, int MT, int KS, int NW, bool SPLIT>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
-  using S = tc::Step<T, MT, KS, NW, PACK>;
+  using S = tc::Step<__half, MT, KS, NW, tc::kSingle>;
   constexpr int R = S::R;
   constexpr int64_t d = S::D, LT = tc_ldt(R);
   extern __shared__ __align__(128) unsigned char tc_smem[];
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || p.d != d || p.bg > S::NR) __trap();  // the plan picks the tiling and PACK
+  if (cs != S::CS || p.d != d || p.bg > S::NR) __trap();  // the plan picks the tiling
   const int64_t N = p.N, bg = p.bg, gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B;
   const TcLay l = tc_layout(d, N, R, bg, cs, NW);
   float *part = reinterpret_cast<float *>(tc_smem + l.part);
@@ -607,21 +616,26 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   float *wl = reinterpret_cast<float *>(tc_smem + l.wl);
   float2 *up = reinterpret_cast<float2 *>(tc_smem + l.up);
   float *tape = reinterpret_cast<float *>(tc_smem + l.tape);
-  // prologue: both slices' fragments (staged in turn over red onwards), then the state and tape
+  // prologue: both slices' fragments (staged in turn over red onwards, converted to scaled f16
+  // with the state buffers as the scratch), then the state and tape
   S sh(tc_smem), sw(tc_smem);
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
+  const __half *Wf = reinterpret_cast<const __half *>(Ws);
+  float *scratch = reinterpret_cast<float *>(tc_smem);
   tc::stage_slice(Ws, p.Wh, d, r0, R, false);
-  sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
-  sh.load_a(Ws);
+  const float uh = tc::to_f16_scaled(Ws, (int64_t)R * d, scratch);  // W_h's products scaled back
+  sh.load_a(Wf);
   __syncthreads();
   tc::stage_slice(Ws, p.Ww, d, r0, R, false);
   __syncthreads();
-  sw.load_a(Ws);
+  const float uw = tc::to_f16_scaled(Ws, (int64_t)R * d, scratch);  // W_write's
+  sw.load_a(Wf);
+  sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
-  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1: hi and lo of the group's real rows
+  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1: the group's real rows
   AsyncFills<1> px;  // a step's partial scores into part: every CTA's bg x (N + 1)
-  hx.init(tc_smem + l.bars, (uint32_t)(2 * min(bg, B - gb) * d * (int64_t)sizeof(T)));
+  hx.init(tc_smem + l.bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes));
   px.init(tc_smem + l.bars + 16, (uint32_t)(cs * bg * (N + 1) * (int64_t)sizeof(float)));
   for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
     const int64_t bi = gb + k / R;
@@ -718,8 +732,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
       const float2 s = sh.sum(n, r);
       const float2 ut = sl.add_others(up, make_float2(u[0], u[1]));
       u[0] = ut.x, u[1] = ut.y;
-      const float h[2] = {tanhf(s.x + load(&xr[0]) + bias[0] + u[0]),
-                          tanhf(s.y + load(&xr[1]) + bias[1] + u[1])};
+      const float h[2] = {tanhf(s.x * uh + load(&xr[0]) + bias[0] + u[0]),
+                          tanhf(s.y * uh + load(&xr[1]) + bias[1] + u[1])};
       *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);
       sh.put_async(buf ^ 1, n, c, h[0], h[1], hx.of(buf ^ 1));
       const int64_t at = base + t * d;
@@ -735,7 +749,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     __syncthreads();
     float w[2] = {};
     if (fin) {
-      const float2 s = sw.sum(n, r);
+      float2 s = sw.sum(n, r);
+      s.x *= uw, s.y *= uw;
       w[0] = s.x, w[1] = s.y;
       *reinterpret_cast<float2 *>(wl + n * R + r) = s;
       *reinterpret_cast<float2 *>(p.ckpt + (gb + n) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
@@ -1055,9 +1070,7 @@ template <typename T> struct FwdTc23 {
     if constexpr (sizeof(T) == 2) {
 #define E23_TC_CASE(M_, K_, W_)                                                             \
   if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)                                            \
-    return !v.pack ? (v.split ? nullptr : e23_fwd_tc<T, M_, K_, W_, false, false>)          \
-                   : v.split ? e23_fwd_tc<T, M_, K_, W_, true, true>                        \
-                             : e23_fwd_tc<T, M_, K_, W_, false, true>;
+    return v.split ? e23_fwd_tc<T, M_, K_, W_, true> : e23_fwd_tc<T, M_, K_, W_, false>;
       E23_TC_TILINGS(E23_TC_CASE)
 #undef E23_TC_CASE
     }

@@ -170,7 +170,7 @@ template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volati
 
 template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK>
 __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
-  using S = tc::Step<T, MT, KS, NW, PACK>;
+  using S = tc::Step<T, MT, KS, NW, PACK ? tc::kPacked : tc::kHiLo>;
   using P = tc::Pair<T>;
   constexpr int R = S::R;
   constexpr int64_t d = S::D;
