@@ -91,6 +91,36 @@ Test(cuda_e1, tensor_core_paths) {
   check(11, 3, 1024, ENG_BF16, 1, 0, 0);
 }
 
+/* The tensor-core forward converts W_h to f16 scaled by a power of two per CTA
+ * (tc::to_f16_scaled): entries beyond f16's range (|w| up to 2e5; unscaled they would be inf) and
+ * far below its normal range (|w| up to 1e-7, where h_1 = tanh(W_h h0 + tiny) is the product
+ * alone; unscaled they would be f16 subnormals of one or two bits). Forward only, bf16. */
+static void check_weight_range(int64_t B, int64_t T, int64_t d, double wmax, double xmax) {
+  const uint64_t seed = (uint64_t)(B * 31 + T * 7 + d) + (wmax > 1 ? 1 : 2);
+  pair_t in[5] = {
+      e_rand(SHAPE(B, T, d), ENG_BF16, seed + 1, -xmax, xmax, 0),
+      e_rand(SHAPE(B, T, d), ENG_BF16, seed + 2, -2, 2, 0),
+      e_rand(SHAPE(d, d), ENG_BF16, seed + 3, -wmax, wmax, 0),
+      pair_rand(SHAPE(d), ENG_BF16, seed + 4, -xmax, xmax),
+      e_rand(SHAPE(B, d), ENG_BF16, seed + 5, -0.9, 0.9, 0),
+  };
+  char what[128];
+  snprintf(what, sizeof what, "e1 bf16 B=%lld T=%lld d=%lld |W_h| <= %g", (long long)B, (long long)T,
+           (long long)d, wmax);
+  static const char *const names[3] = {"y", "h_T", "hs"};
+  const double tol[3] = {1e-2, 1e-2, 1e-2};
+  eng_op_attrs_t attrs = {0};
+  compare_op(ENG_OP_E1, in, 5, attrs, tol, names, what, NULL);
+  for (int k = 0; k < 5; k++) pair_release(in[k]);
+}
+
+Test(cuda_e1, weights_outside_f16_range) {
+  SKIP_WITHOUT_GPU();
+  check_weight_range(4, 4, 512, 2e5, 1);
+  check_weight_range(4, 2, 512, 1e-7, 1e-9);
+  check_weight_range(64, 2, 768, 1e-7, 1e-9);
+}
+
 Test(cuda_e1, long_sequences_stay_finite) {
   SKIP_WITHOUT_GPU();
   check(2, 4096, 256, ENG_BF16, 1, 1, 0);

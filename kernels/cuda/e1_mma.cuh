@@ -9,8 +9,9 @@
 //   one mma per (row tile, k slice) forms both products and a batch row's sum adds columns n and
 //   n + 4. A buffer is then one 8-row tile, [hi, lo][4][d + 8].
 // - kSingle: one f16 part (T = __half), 11 significant bits. For a state in (-1, 1), such as
-//   tanh's h, that is an absolute error <= 2^-12, below the 2^-9 of the bf16 inputs that enter
-//   the same sum; half the bytes of the two parts to exchange, one mma per (row tile, k slice).
+//   tanh's h, that is an absolute error <= 2^-12 (<= 2^-25 below f16's normal range, 2^-14),
+//   under the 2^-9 relative error of the bf16 inputs that enter the same sum; half the bytes of
+//   the two parts to exchange, one mma per (row tile, k slice).
 //   The matrix is converted to f16 scaled by a power of two (to_f16_scaled), so no entry of a
 //   bf16 matrix overflows f16's range; the sum is scaled back.
 //
@@ -265,10 +266,13 @@ template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
                                             uint32_t bar) const {
     using P = Pair<T>;
     const typename P::type hi = P::pack(v0, v1);
-    const float2 f = P::unpack(hi);
-    const typename P::type lo = P::pack(v0 - f.x, v1 - f.y);
-    const uint32_t uh = *reinterpret_cast<const uint32_t *>(&hi),
-                   ul = *reinterpret_cast<const uint32_t *>(&lo);
+    uint32_t ul = 0;
+    if constexpr (NP == 2) {
+      const float2 f = P::unpack(hi);
+      const typename P::type lo = P::pack(v0 - f.x, v1 - f.y);
+      ul = *reinterpret_cast<const uint32_t *>(&lo);
+    }
+    const uint32_t uh = *reinterpret_cast<const uint32_t *>(&hi);
     // A CTA's shared::cluster window is linear: lo lies as far from hi there as here.
     const uint32_t ah = smem_addr(row(buf, 0, n) + c), dl = (uint32_t)(NR * LD * sizeof(T));
 #pragma unroll

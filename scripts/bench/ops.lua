@@ -23,39 +23,13 @@ usage: engine run scripts/bench/ops.lua [--peer FILE.json] [--out FILE.json|FILE
 
 -- ---- arguments ----
 
-local opts = {quick = false, outs = {}}
-do
-  local args = {...}
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    if a == "--quick" then
-      opts.quick = true
-    elseif a == "--peer" or a == "--out" or a == "--peak" then
-      local v = args[i + 1]
-      if not v then
-        io.stderr:write("ops.lua: ", a, " needs a value\n", USAGE, "\n")
-        os.exit(2)
-      end
-      if a == "--out" then
-        opts.outs[#opts.outs + 1] = v
-      else
-        opts[a:sub(3)] = v
-      end
-      i = i + 1
-    elseif a == "-h" or a == "--help" then
-      print(USAGE)
-      os.exit(0)
-    else
-      io.stderr:write("ops.lua: unknown argument '", tostring(a), "'\n", USAGE, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
-  if opts.peak and not tonumber(opts.peak) then
-    io.stderr:write("ops.lua: --peak must be a number (TFLOP/s), got '", opts.peak, "'\n")
-    os.exit(2)
-  end
+local opts = dofile(script_dir .. "/args.lua")("ops.lua", USAGE, {...},
+                                              {flags = {"quick"}, values = {"peer", "peak"},
+                                               lists = {"out"}})
+opts.quick = opts.quick or false
+if opts.peak and not tonumber(opts.peak) then
+  io.stderr:write("ops.lua: --peak must be a number (TFLOP/s), got '", opts.peak, "'\n")
+  os.exit(2)
 end
 
 local cuda = engine.cuda
@@ -471,7 +445,7 @@ local function write_json(path)
   })
 end
 
-for _, path in ipairs(opts.outs) do
+for _, path in ipairs(opts.out) do
   local ok, err = pcall(path:match("%.csv$") and write_csv or write_json, path)
   if not ok then
     io.stderr:write("ops.lua: ", path, ": ", tostring(err), "\n")

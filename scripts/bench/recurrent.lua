@@ -24,31 +24,8 @@ usage: engine run scripts/bench/recurrent.lua [--peer FILE.json] [--quick] [--on
   --only   only the cases whose name contains NAME (plain substring)
   --cpu    the CPU's tiny rows even where a GPU is present]]
 
-local opts = {quick = false}
-do
-  local args = {...}
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    if a == "--quick" or a == "--cpu" then
-      opts[a:sub(3)] = true
-    elseif a == "--only" or a == "--peer" then
-      if args[i + 1] == nil then
-        io.stderr:write("recurrent.lua: ", a, " needs a value\n", USAGE, "\n")
-        os.exit(2)
-      end
-      opts[a:sub(3)] = args[i + 1]
-      i = i + 1
-    elseif a == "-h" or a == "--help" then
-      print(USAGE)
-      os.exit(0)
-    else
-      io.stderr:write("recurrent.lua: unknown argument '", tostring(a), "'\n", USAGE, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
-end
+local opts = dofile(script_dir .. "/args.lua")("recurrent.lua", USAGE, {...},
+                                              {flags = {"quick", "cpu"}, values = {"only", "peer"}})
 
 -- The PyTorch peer's results (scripts/peers/torch_recurrent.py), keyed by case name.
 local peer, peer_cases = nil, {}
