@@ -491,10 +491,10 @@ inline bool tc_plan(int64_t d, const DeviceInfo &info, TcPlan *out) {
 // kernel K<T, BG, CL, VEC> for the plan; falls back to the global-memory kernel when the clusters
 // cannot be scheduled. The tensor-core kernels take any bg <= 8 (their columns hold the group's
 // rows: the forward's one f16 part in one 8-column tile; the backward's hi and lo parts in one
-// tile for bg <= 4, kPacked, else two), so the group count can be the
-// resident clusters' (B = 64 at d = 768 on an H200: 13 clusters of 5 rows, where 16 of 4 would
-// run the 16th alone after the others). whole_sm: the tensor-core CTAs ask for more than half an
-// SM's shared memory, so that none shares an SM (the forward: measured below).
+// tile for bg <= 4, kPacked, else two), so the group count can be the resident clusters' (B = 64
+// at d = 768 on an H200: 13 clusters of 5 rows, where 16 of 4 would run the 16th alone after the
+// others). whole_sm: the tensor-core CTAs ask for more than half an SM's shared memory, so that
+// none shares an SM (the forward: measured below).
 template <typename T, template <typename, int, bool, bool> class K, template <typename> class TK,
           typename P>
 cudaError_t run(P p, int64_t B, int64_t d, int na, bool whole_sm, cudaStream_t stream) {

@@ -13,7 +13,8 @@
 //   under the 2^-9 relative error of the bf16 inputs that enter the same sum; half the bytes of
 //   the two parts to exchange, one mma per (row tile, k slice).
 //   The matrix is converted to f16 scaled by a power of two (to_f16_scaled), so no entry of a
-//   bf16 matrix overflows f16's range; the sum is scaled back.
+//   bf16 matrix overflows f16's range; the sum is scaled back. The given initial state is not
+//   scaled: entries beyond f16's 65504 would enter the first product as inf.
 //
 // Warp w takes columns [16 KS w, 16 KS (w + 1)) of every row tile, so d = 16 KS NW; its A
 // fragments stay in registers for the whole sequence. The warps' partial products meet in shared
