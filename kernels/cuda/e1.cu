@@ -283,13 +283,9 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const 
   T *Ws = reinterpret_cast<T *>(smem + kTcBars + tc::hb_bytes(d));
   tc::stage_slice(Ws, W, d, r0, R, tr);
   __syncthreads();
-  pl.unscale = 1.f;
-  if constexpr (S::NP == 1)  // the state buffers, not yet filled, lend the scratch
-    pl.unscale = tc::to_f16_scaled(Ws, (int64_t)R * d, reinterpret_cast<float *>(st.hb));
-  st.init_state(v0, pl.gb, bg, B);
+  pl.unscale = st.load_a_staged(Ws);
+  st.init_state(v0, pl.gb, bg, B);  // (the cluster barrier that follows orders these)
   x->init(smem, (uint32_t)(min(bg, B - pl.gb) * S::kRowBytes));
-  __syncthreads();
-  st.load_a(reinterpret_cast<const typename S::type *>(Ws));
   pl.n = (int)threadIdx.x / (R / 2), pl.r = 2 * ((int)threadIdx.x % (R / 2));
   pl.fin = pl.n < bg && pl.gb + pl.n < B;
   pl.c = r0 + pl.r, pl.base = (pl.gb + pl.n) * nt * d + pl.c;

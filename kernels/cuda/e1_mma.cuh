@@ -141,7 +141,6 @@ template <typename T> __device__ float to_f16_scaled(T *Ws, int64_t n, float *sc
 template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
   static constexpr int R = 32 * MT, D = 16 * KS * NW, CS = D / R;  // CS CTAs a cluster
   static constexpr int64_t LD = ldh(D);
-  using type = T;
   static constexpr int NR = OP == kPacked ? 4 : 8;  // batch rows a part holds
   static constexpr int NP = OP == kSingle ? 1 : 2;   // parts of the state
   static_assert(OP != kSingle || std::is_same<T, __half>::value, "kSingle's part is f16");
@@ -189,6 +188,21 @@ template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
 #pragma unroll
       for (int s = 0; s < KS; s++)
         wmma::load_matrix_sync(a[m][s], Ws + m * 32 * D + (warp * KS + s) * 16, (unsigned)D);
+  }
+
+  // load_a of a slice staged in 16-bit V (then a __syncthreads): under kSingle the slice is first
+  // rewritten in place as scaled f16 (to_f16_scaled, with the state buffers as its scratch, so
+  // before init_state). Returns the factor that scales the products back (1 but under kSingle).
+  template <typename V> __device__ float load_a_staged(V *Ws) {
+    if constexpr (OP == kSingle) {
+      const float unscale = to_f16_scaled(Ws, (int64_t)R * D, reinterpret_cast<float *>(hb));
+      load_a(reinterpret_cast<const T *>(Ws));
+      return unscale;
+    } else {
+      static_assert(std::is_same<V, T>::value, "the slice is staged in T");
+      load_a(Ws);
+      return 1.f;
+    }
   }
 
   // wmma::load_matrix_sync of a B fragment from the state buffer as a shared-memory load: the

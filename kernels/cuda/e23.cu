@@ -616,21 +616,17 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   float *wl = reinterpret_cast<float *>(tc_smem + l.wl);
   float2 *up = reinterpret_cast<float2 *>(tc_smem + l.up);
   float *tape = reinterpret_cast<float *>(tc_smem + l.tape);
-  // prologue: both slices' fragments (staged in turn over red onwards, converted to scaled f16
-  // with the state buffers as the scratch), then the state and tape
+  // prologue: both slices' fragments (staged in turn over red onwards, each as scaled f16), then
+  // the state and tape
   S sh(tc_smem), sw(tc_smem);
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
-  const __half *Wf = reinterpret_cast<const __half *>(Ws);
-  float *scratch = reinterpret_cast<float *>(tc_smem);
   tc::stage_slice(Ws, p.Wh, d, r0, R, false);
   __syncthreads();
-  const float uh = tc::to_f16_scaled(Ws, (int64_t)R * d, scratch);  // W_h's products scaled back
-  sh.load_a(Wf);
+  const float uh = sh.load_a_staged(Ws);  // W_h's products are scaled back by uh
   __syncthreads();
   tc::stage_slice(Ws, p.Ww, d, r0, R, false);
   __syncthreads();
-  const float uw = tc::to_f16_scaled(Ws, (int64_t)R * d, scratch);  // W_write's
-  sw.load_a(Wf);
+  const float uw = sw.load_a_staged(Ws);  // W_write's by uw
   sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
   AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1: the group's real rows

@@ -23,9 +23,9 @@ usage: engine run scripts/bench/ops.lua [--peer FILE.json] [--out FILE.json|FILE
 
 -- ---- arguments ----
 
-local opts = dofile(script_dir .. "/args.lua")("ops.lua", USAGE, {...},
-                                              {flags = {"quick"}, values = {"peer", "peak"},
-                                               lists = {"out"}})
+local cli = dofile(script_dir .. "/cli.lua")
+local opts = cli.parse("ops.lua", USAGE, {...},
+                       {flags = {"quick"}, values = {"peer", "peak"}, lists = {"out"}})
 opts.quick = opts.quick or false
 if opts.peak and not tonumber(opts.peak) then
   io.stderr:write("ops.lua: --peak must be a number (TFLOP/s), got '", opts.peak, "'\n")
@@ -454,8 +454,4 @@ for _, path in ipairs(opts.out) do
   print("wrote " .. path)
 end
 
-if #failures > 0 then
-  io.stderr:write(string.format("ops.lua: %d case(s) failed:\n", #failures))
-  for _, f in ipairs(failures) do io.stderr:write("  ", (f:gsub("\n", "\n    ")), "\n") end
-  os.exit(1)
-end
+cli.exit_on_failures("ops.lua", failures)

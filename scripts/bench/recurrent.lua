@@ -24,8 +24,9 @@ usage: engine run scripts/bench/recurrent.lua [--peer FILE.json] [--quick] [--on
   --only   only the cases whose name contains NAME (plain substring)
   --cpu    the CPU's tiny rows even where a GPU is present]]
 
-local opts = dofile(script_dir .. "/args.lua")("recurrent.lua", USAGE, {...},
-                                              {flags = {"quick", "cpu"}, values = {"only", "peer"}})
+local cli = dofile(script_dir .. "/cli.lua")
+local opts = cli.parse("recurrent.lua", USAGE, {...},
+                       {flags = {"quick", "cpu"}, values = {"only", "peer"}})
 
 -- The PyTorch peer's results (scripts/peers/torch_recurrent.py), keyed by case name.
 local peer, peer_cases = nil, {}
@@ -313,11 +314,7 @@ if peer then
   print("torch fwd / bwd: PyTorch eager (a Python loop over T, autograd backward) from " ..
         opts.peer .. "; t/o = torch / ours (above 1: we are faster)")
 end
-if #failures > 0 then
-  io.stderr:write(string.format("recurrent.lua: %d case(s) failed:\n", #failures))
-  for _, f in ipairs(failures) do io.stderr:write("  ", (f:gsub("\n", "\n    ")), "\n") end
-  os.exit(1)
-end
+cli.exit_on_failures("recurrent.lua", failures)
 -- Run as a chunk (loadfile(...)(args)), the script returns its rows: {name, fwd, bwd, torch_fwd,
 -- torch_bwd} in microseconds, the peer's nil where it has none.
 return results

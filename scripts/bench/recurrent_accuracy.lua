@@ -17,8 +17,8 @@ usage: engine run scripts/bench/recurrent_accuracy.lua [--cpu] [--only NAME]
   --only   only the cases whose name contains NAME (plain substring)]]
 
 local script_dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
-local opts = dofile(script_dir .. "/args.lua")("recurrent_accuracy.lua", USAGE, {...},
-                                              {flags = {"cpu"}, values = {"only"}})
+local cli = dofile(script_dir .. "/cli.lua")
+local opts = cli.parse("recurrent_accuracy.lua", USAGE, {...}, {flags = {"cpu"}, values = {"only"}})
 
 local cuda = engine.cuda
 local on_gpu = not opts.cpu and cuda and cuda.is_available and cuda.is_available()

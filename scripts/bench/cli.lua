@@ -1,10 +1,14 @@
--- The bench scripts' command lines: flags (true when given), options that take a value, and
--- options that may repeat (a list of their values); -h / --help prints the usage and exits 0, an
--- unknown argument or a missing value prints the usage to stderr and exits 2.
+-- What the bench scripts share at their ends: the command line and the exit status.
 --
---   local parse = dofile(script_dir .. "/args.lua")
---   local opts = parse("ops.lua", USAGE, {...}, {flags = {"quick"}, values = {"peer"}, lists = {"out"}})
-return function(name, usage, args, spec)
+--   local cli = dofile(script_dir .. "/cli.lua")
+--   local opts = cli.parse("ops.lua", USAGE, {...}, {flags = {"quick"}, values = {"peer"}, lists = {"out"}})
+--   ... cli.exit_on_failures("ops.lua", failures)
+local cli = {}
+
+-- Flags (true when given), options that take a value, and options that may repeat (a list of
+-- their values); -h / --help prints the usage and exits 0, an unknown argument or a missing value
+-- prints the usage to stderr and exits 2.
+function cli.parse(name, usage, args, spec)
   local opts, kind = {}, {}
   for _, f in ipairs(spec.flags or {}) do kind["--" .. f] = "flag" end
   for _, v in ipairs(spec.values or {}) do kind["--" .. v] = "value" end
@@ -41,3 +45,13 @@ return function(name, usage, args, spec)
   end
   return opts
 end
+
+-- The cases that failed (messages) to stderr and exit status 1; nothing when there are none.
+function cli.exit_on_failures(name, failures)
+  if #failures == 0 then return end
+  io.stderr:write(string.format("%s: %d case(s) failed:\n", name, #failures))
+  for _, f in ipairs(failures) do io.stderr:write("  ", (f:gsub("\n", "\n    ")), "\n") end
+  os.exit(1)
+end
+
+return cli
