@@ -121,13 +121,24 @@ Test(cuda_e23, tensor_core_backward) {
 /* The slot split of the tensor-core kernels (slot_split in cuda/e23.cu) where the slots do not
  * divide evenly: N = 37 at d = 512 gives 2 split threads a pair with 18 and 19 slots, N = 41 at
  * d = 256 gives 4 with 10, 10, 10 and 11 (forward f16 and bf16, backward bf16). The benchmark
- * shapes split 8 (B = 4 N = 64) and 2 ways (B = 64 N = 64); tensor_core_backward's B = 19 N = 64
+ * shape B = 4 N = 64 splits 8 ways; tensor_core_backward's B = 19 N = 64
  * splits 4 ways with 2 batch rows a cluster and the last group part-full. */
 Test(cuda_e23, slot_split) {
   SKIP_WITHOUT_GPU();
   check(4, 9, 37, 512, 4, ENG_BF16, 1, 1, 0);
   check(3, 17, 41, 256, 4, ENG_BF16, 1, 1, 0);
   check(3, 17, 41, 256, 4, ENG_F16, 0, 1, 1);
+}
+
+/* The forward's quad split (quad_parts in cuda/e23.cu), where more than 4 batch rows a cluster
+ * leave the pair split off: B = 64 at d = 512 runs 13 clusters of 5 rows, so 80 quads of columns
+ * whose slots split 3 ways (N = 37: 12, 12 and 13; N = 63: 21 each); B = 150 at d = 256, 5 rows
+ * a cluster where 30 clusters are resident, splits 40 quads 3 ways. */
+Test(cuda_e23, quad_split) {
+  SKIP_WITHOUT_GPU();
+  check(64, 9, 37, 512, 4, ENG_BF16, 1, 1, 0);
+  check(64, 9, 63, 512, 4, ENG_F16, 1, 1, 1);
+  check(150, 9, 41, 256, 4, ENG_BF16, 1, 1, 0);
 }
 
 Test(cuda_e23, long_sequences_stay_finite) {

@@ -504,7 +504,9 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
 // both slices in registers for the whole sequence (f16, each slice scaled by its own power of
 // two), the state is exchanged as one f16 part (tc::kSingle).
 // Thread q finishes slice rows (r, r + 1), r = 2 (q % (R / 2)), of batch row n = q / (R / 2): h,
-// then w, then that pair of the tape's columns (the write and the next step's read H^T r).
+// then w, then that pair of the tape's columns (the write and the next step's read H^T r), alone
+// or with other threads taking some of the slots (the pair split), or the tape's loops run by
+// quads of columns instead (the quad split, where the pairs fill more than half the CTA).
 // The scores H h and w . h: one thread per (batch row, slot) over the CTA's R units.
 
 // (MT, KS, NW) as in ENG_E1_TC_TILINGS, limited to the ones whose two slices' fragments fit the
@@ -513,7 +515,7 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial scores
 // part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the slot split's partial reads
-// up [threads] float2, the tape [bg][N][R + 4]
+// up (a float4 a thread), the tape [bg][N][R + 4]
 // (rows padded so the scores' 16-byte row loads are free of bank conflicts) and three mbarriers.
 // The weight slices are staged, one after the other, over everything from red on before the
 // fragments are loaded (the mbarriers are initialized after).
@@ -536,7 +538,7 @@ __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int6
   l.abuf = take((size_t)bg * N * sizeof(float));
   l.hl = take((size_t)bg * R * sizeof(float));
   l.wl = take((size_t)bg * R * sizeof(float));
-  l.up = take((size_t)nw * 32 * 2 * sizeof(float));
+  l.up = take((size_t)nw * 32 * 4 * sizeof(float));
   l.tape = take((size_t)bg * N * tc_ldt(R) * sizeof(float));
   l.bars = take(3 * 8);  // the exchanges' mbarriers: h (2 buffers), the partial scores (1)
   const size_t ws = l.red + (size_t)R * d * 2;
@@ -567,16 +569,26 @@ __host__ __device__ inline int slot_split(int64_t bg, int64_t R, int threads, in
   while (2 * sp * pairs <= threads && 16 * sp <= N) sp *= 2;
   return sp;
 }
+// The forward's quad split, where the pair split is off (more than threads / 2 pairs: bg > 4 at
+// these tilings): the tape's write and read run on bg R / 4 quads of columns (float4), each
+// quad's slots split over QP threads (not a power of two: B = 64 N = 64 takes 80 quads 3 ways,
+// 240 of 256 threads, where the pairs left 96 idle and walked all 64 slots), at least 8 slots
+// each. 1 where that gives no second part.
+__host__ __device__ inline int quad_parts(int64_t bg, int64_t R, int threads, int64_t N) {
+  const int64_t quads = bg * (R / 4), qp = std::min((int64_t)threads / quads, N / 8);
+  return qp > 1 ? (int)qp : 1;
+}
 // Which compiled variant of the tensor-core kernels a plan runs: split, whether the slot split
 // is on (slot_split > 1); pack, in the backward, whether the batch group's hi and lo parts share
 // the mma's 8 columns (tc::kPacked: half the mma's on the chain, for bg <= 4; the forward has one
 // f16 part). A backward plan without pack has bg > 4, where the slot split is off at these
-// tilings (bg R / 2 pairs fill the CTA).
+// tilings (bg R / 2 pairs fill the CTA). quad: the forward's quad split (quad_parts > 1).
 struct TcVariant {
-  bool split, pack;
+  bool split, pack, quad;
 };
 inline TcVariant tc_variant(const Plan &pl, const tc::Tiling &tl, int64_t N) {
-  return TcVariant{slot_split(pl.bg, pl.R, 32 * tl.nw, N) > 1, pl.bg <= 4};
+  const bool split = slot_split(pl.bg, pl.R, 32 * tl.nw, N) > 1;
+  return TcVariant{split, pl.bg <= 4, !split && quad_parts(pl.bg, pl.R, 32 * tl.nw, N) > 1};
 }
 
 // Thread tid's place in the slot split: pair pq (batch row n, units r and r + 1 of the CTA's R),
@@ -598,7 +610,63 @@ struct SplitPlace {
   }
 };
 
-template <typename T, int MT, int KS, int NW, bool SPLIT>
+// The forward's tape loops: by the pair threads alone, split over the slots by pairs
+// (slot_split), or by quads (quad_parts).
+enum TapeSplit { kNoSplit, kPairSplit, kQuadSplit };
+
+// V consecutive floats as one shared-memory access (8 or 16 bytes).
+template <int V> struct alignas(4 * V) Floats { float x[V]; };
+
+// A thread's part of the tape loops at V units of a batch row (trow: its tape at those units,
+// slots LT floats apart), slots [i0, i1): the write H <- (1 - a) H + a w^T (the forward's
+// expression: the backward replays it), each slot's new values into ckp (the checkpoint's units,
+// i d floats on) unless null, and the part of the next read u = sum_i r_i H[i].
+template <int V>
+__device__ __forceinline__ void write_slots(float *trow, int LT, int i0, int i1, const float *ab,
+                                            const float *rb, const Floats<V> &w, float *ckp,
+                                            int64_t d, Floats<V> &u) {
+#pragma unroll
+  for (int k = 0; k < V; k++) u.x[k] = 0.f;
+#pragma unroll 4
+  for (int i = i0; i < i1; i++) {
+    Floats<V> *hp = reinterpret_cast<Floats<V> *>(trow + i * LT);
+    const float ai = ab[i], ri = rb[i];
+    Floats<V> hv = *hp;
+#pragma unroll
+    for (int k = 0; k < V; k++) hv.x[k] = (1.f - ai) * hv.x[k] + ai * w.x[k];
+    *hp = hv;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+      u.x[k] += ri * hv.x[k];
+      if (ckp) ckp[i * d + k] = hv.x[k];
+    }
+  }
+}
+// The read alone (the first step's, from the initial tape).
+template <int V>
+__device__ __forceinline__ void read_slots(const float *trow, int LT, int i0, int i1,
+                                           const float *rb, Floats<V> &u) {
+#pragma unroll
+  for (int k = 0; k < V; k++) u.x[k] = 0.f;
+  for (int i = i0; i < i1; i++) {
+    const Floats<V> hv = *reinterpret_cast<const Floats<V> *>(trow + i * LT);
+#pragma unroll
+    for (int k = 0; k < V; k++) u.x[k] += rb[i] * hv.x[k];
+  }
+}
+
+// Thread tid's place in the quad split: quad (batch row n, units u .. u + 3 of the CTA's R), part
+// qp of QP, slots [i0, i1). Every part leaves its partial read (float4) in a buffer [QP][bg R]
+// that the pairs' finishing threads add up after a barrier.
+struct QuadPlace {
+  int QP, qp, n, u, i0, i1;
+  __device__ QuadPlace(int64_t bg, int R, int threads, int64_t N, int tid)
+      : QP(quad_parts(bg, R, threads, N)), qp(tid / ((int)bg * (R / 4))),
+        n(tid % ((int)bg * (R / 4)) / (R / 4)), u(4 * (tid % (R / 4))), i0(qp * (int)N / QP),
+        i1((qp + 1) * (int)N / QP) {}
+};
+
+template <typename T, int MT, int KS, int NW, int SPLIT>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   using S = tc::Step<__half, MT, KS, NW, tc::kSingle>;
   constexpr int R = S::R;
@@ -615,6 +683,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   float *hl = reinterpret_cast<float *>(tc_smem + l.hl);
   float *wl = reinterpret_cast<float *>(tc_smem + l.wl);
   float2 *up = reinterpret_cast<float2 *>(tc_smem + l.up);
+  float4 *up4 = reinterpret_cast<float4 *>(tc_smem + l.up);
   float *tape = reinterpret_cast<float *>(tc_smem + l.tape);
   // prologue: both slices' fragments (staged in turn over red onwards, each as scaled f16), then
   // the state and tape
@@ -650,10 +719,19 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // pq's slots [i0, i1) and leaves its partial read in up, which the pair's finishing thread
   // (sp = 0) adds after the barrier that starts the next step; up is written again only after
   // the next attend's barrier, which the finishing thread reaches after its read.
+  // The quad split (quad_parts) runs the same loops by quads, every part leaving its partial read
+  // in up4, which the finishing threads add up after the same barrier.
+  constexpr bool PS = SPLIT == kPairSplit, QS = SPLIT == kQuadSplit;
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const SplitPlace sl(SPLIT, bg, R, NW * 32, N, tid);
+  const SplitPlace sl(PS, bg, R, NW * 32, N, tid);
   const int n = sl.n, r = sl.r, sp = sl.sp, i0 = sl.i0, i1 = sl.i1;
   const bool sact = sp < sl.SP && n < bg && gb + n < B, fin = sact && sp == 0;
+  const QuadPlace ql(bg, R, NW * 32, N, tid);
+  const int SLQ = (int)bg * R;  // floats a part of up4
+  // The thread's place in the tape loops: V units from tu of batch row tn, slots [ti0, ti1).
+  constexpr int V = QS ? 4 : 2;
+  const int tn = QS ? ql.n : n, tu = QS ? ql.u : r, ti0 = QS ? ql.i0 : i0, ti1 = QS ? ql.i1 : i1;
+  const bool tact = QS ? ql.qp < ql.QP && gb + ql.n < B : sact;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
   const float scale = 1.f / sqrtf((float)d);
   float bias[2] = {}, u[2] = {};  // b; step t's read (H^T r) at (c, c + 1)
@@ -689,27 +767,27 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     __syncthreads();
     if (rank == 0) trace_weights(p, abuf, rbuf, gb, bg, t, blockDim.x - 1 - threadIdx.x);
   };
-  // The split thread's part of the read of the step to come: u = sum_i r_i H[i, (c, c + 1)]
-  // (sp = 0 keeps it, the others leave it in up).
-  auto share = [&](float u0, float u1) {
-    if (sp == 0) u[0] = u0, u[1] = u1;
-    else sl.put(up, make_float2(u0, u1));
-  };
-  auto read = [&]() {
-    float u0 = 0.f, u1 = 0.f;
-    for (int i = i0; i < i1; i++) {
-      const float2 hv = *reinterpret_cast<const float2 *>(tape + (n * N + i) * LT + r);
-      const float ri = rbuf[n * N + i];
-      u0 += ri * hv.x, u1 += ri * hv.y;
+  // The thread's part of the read of the step to come, u = sum_i r_i H[i] at its units: a pair's
+  // finishing thread (sp = 0) keeps it, the pair split's others leave it in up, the quads in up4.
+  auto share = [&](const Floats<V> &v) {
+    if constexpr (QS) {
+      up4[(ql.qp * SLQ + tn * R + tu) / 4] = *reinterpret_cast<const float4 *>(v.x);
+    } else if (sp == 0) {
+      u[0] = v.x[0], u[1] = v.x[1];
+    } else {
+      sl.put(up, make_float2(v.x[0], v.x[1]));
     }
-    share(u0, u1);
   };
   sync_all<true>();  // every CTA started and initialized before the first remote store
   scores(false);
   sync_all<true>();
   sh.product(0);  // step 0's W_h h0 (red is free: the fragments are loaded); attend's barrier
   attend(-1);     // ends it
-  if (sact) read();
+  if (tact) {
+    Floats<V> v;
+    read_slots<V>(tape + tn * N * LT + tu, (int)LT, ti0, ti1, rbuf + tn * N, v);
+    share(v);
+  }
   int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
   // A step: h_t = tanh(W_h h_{t-1} + xw + b + u) into state buffer (t + 1) & 1 of every CTA; w =
   // W_write h_t (all CTAs' h_t: after hx's wait); the partial scores into every CTA's part, then
@@ -723,11 +801,20 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // tells every thread that they are done before W_write's product overwrites it.
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
-    if constexpr (SPLIT) __syncthreads();  // the split threads' partial reads in up
+    if constexpr (PS || QS) __syncthreads();  // the split threads' partial reads in up
     if (fin) {
       const float2 s = sh.sum(n, r);
-      const float2 ut = sl.add_others(up, make_float2(u[0], u[1]));
-      u[0] = ut.x, u[1] = ut.y;
+      if constexpr (QS) {
+        const float *q = reinterpret_cast<const float *>(up4) + n * R + r;
+        u[0] = u[1] = 0.f;
+        for (int k = 0; k < ql.QP; k++, q += SLQ) {
+          const float2 x = *reinterpret_cast<const float2 *>(q);
+          u[0] += x.x, u[1] += x.y;
+        }
+      } else {
+        const float2 ut = sl.add_others(up, make_float2(u[0], u[1]));
+        u[0] = ut.x, u[1] = ut.y;
+      }
       const float h[2] = {tanhf(s.x * uh + load(&xr[0]) + bias[0] + u[0]),
                           tanhf(s.y * uh + load(&xr[1]) + bias[1] + u[1])};
       *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);
@@ -756,38 +843,29 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     if (t + 1 < p.nt) sh.product(buf ^ 1);
     px.wait(0);
     attend(t);
-    if (sact) {  // the write H <- (1 - a) H + a w^T of the thread's slots at its columns, then
-      // its part of the next read (32-bit indices, unrolled)
-      if (sp > 0) w[0] = wl[n * R + r], w[1] = wl[n * R + r + 1];
-      float *trow = tape + n * N * LT + r;
-      const float *ab = abuf + n * N, *rb = rbuf + n * N;
-      auto write = [&](float *ckp) {  // ckp: the checkpoint's columns (c, c + 1), or null
-        float u0 = 0.f, u1 = 0.f;
-#pragma unroll 4
-        for (int i = i0; i < i1; i++) {
-          float2 *hp = reinterpret_cast<float2 *>(trow + i * (int)LT);
-          const float ai = ab[i], ri = rb[i];
-          float2 hv = *hp;
-          hv.x = (1.f - ai) * hv.x + ai * w[0];
-          hv.y = (1.f - ai) * hv.y + ai * w[1];
-          *hp = hv;
-          u0 += ri * hv.x, u1 += ri * hv.y;
-          if (ckp) ckp[i * d] = hv.x, ckp[i * d + 1] = hv.y;
-        }
-        share(u0, u1);
-      };
-      if (t + 1 == next_ck && t + 1 < p.nt)
-        write(p.ckpt + (gb + n) * p.ck_len + seg * N * d + c);
+    if (tact) {  // the write of the thread's slots at its units, then its part of the next read
+      Floats<V> wv, v;
+      if (QS || sp > 0) {
+        wv = *reinterpret_cast<const Floats<V> *>(wl + tn * R + tu);
+      } else {
+        wv.x[0] = w[0], wv.x[1] = w[1];
+      }
+      float *trow = tape + tn * N * LT + tu;
+      const float *ab = abuf + tn * N, *rb = rbuf + tn * N;
+      if (t + 1 == next_ck && t + 1 < p.nt)  // (two copies: the loop without the test of ckp)
+        write_slots<V>(trow, (int)LT, ti0, ti1, ab, rb, wv,
+                       p.ckpt + (gb + tn) * p.ck_len + seg * N * d + r0 + tu, d, v);
       else
-        write(nullptr);
+        write_slots<V>(trow, (int)LT, ti0, ti1, ab, rb, wv, nullptr, d, v);
+      share(v);
     }
     if (t + 1 == next_ck) next_ck += p.C, seg++;
   }
-  if (sact)  // the thread's own slots: no barrier needed
-    for (int i = i0; i < i1; i++)
+  if (tact)  // the thread's own slots: no barrier needed
+    for (int i = ti0; i < ti1; i++)
 #pragma unroll
-      for (int k = 0; k < 2; k++)
-        store(p.tapeT + ((gb + n) * N + i) * d + c + k, tape[(n * N + i) * LT + r + k]);
+      for (int k = 0; k < V; k++)
+        store(p.tapeT + ((gb + tn) * N + i) * d + r0 + tu + k, tape[(tn * N + i) * LT + tu + k]);
 }
 
 #include "cuda/e23_bwd_tc.cuh"
@@ -1066,7 +1144,9 @@ template <typename T> struct FwdTc23 {
     if constexpr (sizeof(T) == 2) {
 #define E23_TC_CASE(M_, K_, W_)                                                             \
   if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)                                            \
-    return v.split ? e23_fwd_tc<T, M_, K_, W_, true> : e23_fwd_tc<T, M_, K_, W_, false>;
+    return v.split  ? e23_fwd_tc<T, M_, K_, W_, kPairSplit>                                \
+           : v.quad ? e23_fwd_tc<T, M_, K_, W_, kQuadSplit>                                \
+                    : e23_fwd_tc<T, M_, K_, W_, kNoSplit>;
       E23_TC_TILINGS(E23_TC_CASE)
 #undef E23_TC_CASE
     }
