@@ -242,11 +242,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   };
   // This CTA's sums over its R columns into every CTA's part (counted on `bar`), a task per
   // (batch row g, slot i) with term(g, i, q) its float4 piece q: qs lanes a task (the most that the
-  // CTA holds, up to R / 4), reduced by shuffles. Tasks run from the CTA's last thread down, away
-  // from the pair threads' work before them; every thread runs the same rounds, so the shuffles
-  // see whole warps.
-  int qs = 1;
-  while (2 * qs <= R / 4 && bg * N * 2 * qs <= nth) qs *= 2;
+  // CTA holds for the tasks left, up to R / 4: where the tasks outnumber the threads, the last
+  // round's few tasks take several lanes each), reduced by shuffles. Tasks run from the CTA's last
+  // thread down, away from the pair threads' work before them; every thread runs the same rounds,
+  // so the shuffles see whole warps. The rounds of qa lanes a task cover tasks [0, ta), a last one
+  // of qb lanes the rest.
+  const int tasks = bg * N;
+  auto lanes_for = [&](int n) {
+    int q = 1;
+    while (2 * q <= R / 4 && n * 2 * q <= nth) q *= 2;
+    return q;
+  };
+  const int qa = lanes_for(tasks), ta = tasks - tasks % (nth / qa), qb = lanes_for(tasks - ta);
   auto f4 = [](const float *p) { return reinterpret_cast<const float4 *>(p); };
   // The split threads' partial sums v added up at sp == 0 (every thread calls it: a barrier).
   // One xp serves a step's three gathers: between one's reads and the next one's writes there is
@@ -258,15 +265,17 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     return act ? sl.add_others(xp, v) : v;
   };
   auto column_sums = [&](float *part, uint32_t bar, auto term) {
-    for (int b0 = 0; b0 < bg * N * qs; b0 += nth) {
-      const int k = b0 + nth - 1 - tid, task = k / qs, lq = k % qs;
-      const bool on = task < bg * N;
+    for (int t0 = 0; t0 < tasks;) {
+      const int qs = t0 < ta ? qa : qb;
+      const int k = nth - 1 - tid, task = t0 + k / qs, lq = k % qs;
+      const bool on = task < tasks;
       float sum = 0.f;
       if (on)
 #pragma unroll 2
         for (int q = lq; q < R / 4; q += qs) sum += term(task / N, task % N, q);
       sum = warp_sum(sum, qs);
       if (on && lq == 0) put_all_async<S::CS>(part + (rank * bg + task / N) * N + task % N, sum, bar);
+      t0 += nth / qs;
     }
   };
   // carry: dL/dh_t from the steps after t plus dhs_t (dh_T alone after the last step)
