@@ -561,9 +561,8 @@ ES_PICKER(FwdK, e1_fwd, Fwd)
 ES_PICKER(BwdK, e1_bwd, Bwd)
 
 // Tensor-core kernel pickers: the instantiation for a tiling and, in the backward, PACK (the
-// forward has one operand form), or none. The backward's
-// state, dpre, is not bounded like h: f16's range and subnormals would lose it, so it runs for
-// bf16 only.
+// forward has one operand form), or none. The backward's state, dpre, is not bounded like h:
+// f16's range and subnormals would lose it, so it runs for bf16 only.
 #define ES_TC_PICKER(NAME, PARAMS, CASE, TYPES)                                                 \
   template <typename T> struct NAME {                                                          \
     using fn = void (*)(PARAMS<T>);                                                            \

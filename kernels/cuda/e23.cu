@@ -659,11 +659,22 @@ __device__ __forceinline__ void read_slots(const float *trow, int LT, int i0, in
 // qp of QP, slots [i0, i1). Every part leaves its partial read (float4) in a buffer [QP][bg R]
 // that the pairs' finishing threads add up after a barrier.
 struct QuadPlace {
-  int QP, qp, n, u, i0, i1;
-  __device__ QuadPlace(int64_t bg, int R, int threads, int64_t N, int tid)
-      : QP(quad_parts(bg, R, threads, N)), qp(tid / ((int)bg * (R / 4))),
-        n(tid % ((int)bg * (R / 4)) / (R / 4)), u(4 * (tid % (R / 4))), i0(qp * (int)N / QP),
+  int QP, SL, R, qp, n, u, i0, i1;  // SL: floats a part of the buffer
+  __device__ QuadPlace(int64_t bg, int R_, int threads, int64_t N, int tid)
+      : QP(quad_parts(bg, R_, threads, N)), SL((int)bg * R_), R(R_), qp(tid / (SL / 4)),
+        n(tid % (SL / 4) / (R / 4)), u(4 * (tid % (R / 4))), i0(qp * (int)N / QP),
         i1((qp + 1) * (int)N / QP) {}
+  __device__ void put(float4 *buf, float4 v) const { buf[(qp * SL + n * R + u) / 4] = v; }
+  // The parts' sums at units (r, r + 1) of batch row m (a pair's finishing thread).
+  __device__ float2 sum(const float4 *buf, int m, int r) const {
+    const float *x = reinterpret_cast<const float *>(buf) + m * R + r;
+    float2 v = make_float2(0.f, 0.f);
+    for (int k = 0; k < QP; k++, x += SL) {
+      const float2 y = *reinterpret_cast<const float2 *>(x);
+      v.x += y.x, v.y += y.y;
+    }
+    return v;
+  }
 };
 
 template <typename T, int MT, int KS, int NW, int SPLIT>
@@ -727,7 +738,6 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   const int n = sl.n, r = sl.r, sp = sl.sp, i0 = sl.i0, i1 = sl.i1;
   const bool sact = sp < sl.SP && n < bg && gb + n < B, fin = sact && sp == 0;
   const QuadPlace ql(bg, R, NW * 32, N, tid);
-  const int SLQ = (int)bg * R;  // floats a part of up4
   // The thread's place in the tape loops: V units from tu of batch row tn, slots [ti0, ti1).
   constexpr int V = QS ? 4 : 2;
   const int tn = QS ? ql.n : n, tu = QS ? ql.u : r, ti0 = QS ? ql.i0 : i0, ti1 = QS ? ql.i1 : i1;
@@ -771,7 +781,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // finishing thread (sp = 0) keeps it, the pair split's others leave it in up, the quads in up4.
   auto share = [&](const Floats<V> &v) {
     if constexpr (QS) {
-      up4[(ql.qp * SLQ + tn * R + tu) / 4] = *reinterpret_cast<const float4 *>(v.x);
+      ql.put(up4, *reinterpret_cast<const float4 *>(v.x));
     } else if (sp == 0) {
       u[0] = v.x[0], u[1] = v.x[1];
     } else {
@@ -804,17 +814,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     if constexpr (PS || QS) __syncthreads();  // the split threads' partial reads in up
     if (fin) {
       const float2 s = sh.sum(n, r);
-      if constexpr (QS) {
-        const float *q = reinterpret_cast<const float *>(up4) + n * R + r;
-        u[0] = u[1] = 0.f;
-        for (int k = 0; k < ql.QP; k++, q += SLQ) {
-          const float2 x = *reinterpret_cast<const float2 *>(q);
-          u[0] += x.x, u[1] += x.y;
-        }
-      } else {
-        const float2 ut = sl.add_others(up, make_float2(u[0], u[1]));
-        u[0] = ut.x, u[1] = ut.y;
-      }
+      const float2 ut = QS ? ql.sum(up4, n, r) : sl.add_others(up, make_float2(u[0], u[1]));
+      u[0] = ut.x, u[1] = ut.y;
       const float h[2] = {tanhf(s.x * uh + load(&xr[0]) + bias[0] + u[0]),
                           tanhf(s.y * uh + load(&xr[1]) + bias[1] + u[1])};
       *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);

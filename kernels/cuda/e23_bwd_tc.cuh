@@ -367,13 +367,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
                xa.w * (wa.w - ha.w);
       });
       if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
+      // Back through the softmax of exchange b (probabilities w of step s, gradients into out)
+      // and the product of state buffer b (st: W_write^T for 0, W_h^T for 1), then a barrier.
+      auto through = [&](int b, const float *part, const float *w, float *out, S &st) {
+        dx.wait(b);
+        for (int g = warp; g < bg; g += NW)
+          softmax_back(part, bg, g, N, cs, w + (s * bg + g) * N, lane, out + g * N);
+        sx.wait(b);
+        st.product(b);
+        __syncthreads();
+      };
       // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
-      dx.wait(0);
-      for (int g = warp; g < bg; g += NW)
-        softmax_back(part1, bg, g, N, cs, as + (s * bg + g) * N, lane, dsa + g * N);
-      sx.wait(0);
-      sw.product(0);
-      __syncthreads();
+      through(0, part1, as, dsa, sw);
       float2 dpre = make_float2(0.f, 0.f), acc = dpre;
       if (sact)
 #pragma unroll 8
@@ -416,12 +421,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         if (t >= 1) gnext = dhs_at(t - 1);
       }
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
-      dx.wait(1);
-      for (int g = warp; g < bg; g += NW)
-        softmax_back(part2, bg, g, N, cs, rs + (s * bg + g) * N, lane, dsr + g * N);
-      sx.wait(1);
-      sh.product(1);
-      __syncthreads();
+      through(1, part2, rs, dsr, sh);
       float2 back = make_float2(0.f, 0.f);
       const float2 hprv = hval(hraw);
       if (sact)

@@ -5,12 +5,14 @@
 --   ... cli.exit_on_failures("ops.lua", failures)
 local cli = {}
 
--- Flags (true when given), options that take a value, and options that may repeat (a list of
--- their values); -h / --help prints the usage and exits 0, an unknown argument or a missing value
+-- Flags (true when given, else false), options that take a value, and options that may repeat
+-- (a list of their values); -h / --help prints the usage and exits 0, an unknown argument or a missing value
 -- prints the usage to stderr and exits 2.
 function cli.parse(name, usage, args, spec)
   local opts, kind = {}, {}
-  for _, f in ipairs(spec.flags or {}) do kind["--" .. f] = "flag" end
+  for _, f in ipairs(spec.flags or {}) do
+    kind["--" .. f], opts[f] = "flag", false
+  end
   for _, v in ipairs(spec.values or {}) do kind["--" .. v] = "value" end
   for _, l in ipairs(spec.lists or {}) do
     kind["--" .. l], opts[l] = "list", {}

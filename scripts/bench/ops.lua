@@ -26,7 +26,6 @@ usage: engine run scripts/bench/ops.lua [--peer FILE.json] [--out FILE.json|FILE
 local cli = dofile(script_dir .. "/cli.lua")
 local opts = cli.parse("ops.lua", USAGE, {...},
                        {flags = {"quick"}, values = {"peer", "peak"}, lists = {"out"}})
-opts.quick = opts.quick or false
 if opts.peak and not tonumber(opts.peak) then
   io.stderr:write("ops.lua: --peak must be a number (TFLOP/s), got '", opts.peak, "'\n")
   os.exit(2)
