@@ -3,12 +3,14 @@
  * chip or in global memory), odd ones (T = 1, T = 17, B = 3, d = 100 and 33, N = 5, checkpoint
  * intervals that do not divide T), every dtype (f64: the global-memory kernels), strided inputs,
  * no state / no final gradients, T = 4096 staying finite, the tensor-core forward (16-bit,
- * d = 256 and 512; the bf16 benchmark shapes take it) at d = 256 with an odd N and with 8 batch
- * rows a cluster, and the tensor-core backward (bf16, the same widths) with each of its
- * placements of dH and the segment store. Tolerances: bf16/f16 1e-2 (their f32 ckpt 1e-3); f32
- * 3e-5 forward and 2e-4 backward (f32 attention and tape updates through up to 512 dependent
- * steps, and the GPU's next-step read scores come from the identity H_new h = (1 - a) H h +
- * a (w . h) instead of a fresh pass, against an f64 reference); f64 1e-9. */
+ * d = 256 and 512; the bf16 benchmark shapes take it; at d = 512 with at most 7 batch rows it runs
+ * on clusters of 16 CTAs, one row each: B = 4 and 5 here, B = 19 and 64 on clusters of 8) at
+ * d = 256 with an odd N and with 8 batch rows a cluster, and the tensor-core backward (bf16, the
+ * same widths, clusters of 8) with each of its placements of dH and the segment store.
+ * Tolerances: bf16/f16 1e-2 (their f32 ckpt 1e-3); f32 3e-5 forward and 2e-4 backward (f32
+ * attention and tape updates through up to 512 dependent steps, and the GPU's next-step read
+ * scores come from the identity H_new h = (1 - a) H h + a (w . h) instead of a fresh pass, against
+ * an f64 reference); f64 1e-9. */
 #include "cuda_e_series.h"
 
 #define SHAPE(...) \

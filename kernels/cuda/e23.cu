@@ -510,8 +510,13 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
 // The scores H h and w . h: one thread per (batch row, slot) over the CTA's R units.
 
 // (MT, KS, NW) as in ENG_E1_TC_TILINGS, limited to the ones whose two slices' fragments fit the
-// registers next to the step's work (d = 256 and 512).
-#define E23_TC_TILINGS(X) X(1, 4, 4) X(2, 4, 8)
+// registers next to the step's work: d = 256 on 8 CTAs, d = 512 on 8 CTAs of 64 units. The
+// forward also runs d = 512 on 16 CTAs of 32 (non-portable clusters, at most 7 resident): where
+// that holds one batch row a cluster, as 8 CTAs would, the step's loops and products are half as
+// long (B4 N64 2.89 -> 2.67 us/step); the backward lost there (B4 N8 4.51 -> 4.90: each fill's
+// st.async go to twice the CTAs), so it keeps 8.
+#define E23_TB_TILINGS(X) X(1, 4, 4) X(2, 4, 8)
+#define E23_TC_TILINGS(X) E23_TB_TILINGS(X) X(1, 4, 8)
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial scores
 // part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the slot split's partial reads
@@ -1139,6 +1144,24 @@ cudaError_t final_plan(int64_t B, int64_t N, int64_t d, int64_t C, Plan23 *out) 
   return cudaSuccess;
 }
 
+// How a tensor-core plan for B rows ranks against another for the same d: all its clusters
+// resident at once first (a second wave doubles the time), then the fewest batch rows a cluster
+// (each row lengthens the step's loops and exchanges), then more CTAs a cluster (each CTA's share
+// of the units, and so of every loop and product, is smaller).
+struct PlanRank {
+  bool found = false, wave = false;
+  int bg = 0, cs = 0;
+  bool beats(const PlanRank &o) const {
+    if (!o.found) return true;
+    if (wave != o.wave) return wave;
+    if (bg != o.bg) return bg < o.bg;
+    return cs > o.cs;
+  }
+};
+inline PlanRank rank_plan(int64_t B, const Plan &pl, int resident) {
+  return PlanRank{true, resident >= (B + pl.bg - 1) / pl.bg, pl.bg, pl.cs};
+}
+
 template <typename T> struct FwdTc23 {
   using fn = void (*)(P23<T>);
   static fn get(const tc::Tiling &tl, TcVariant v) {
@@ -1165,7 +1188,7 @@ template <typename T> struct BwdTc23 {
     return !v.pack ? (v.split ? nullptr : e23_bwd_tc<T, M_, K_, W_, false, false>)          \
                    : v.split ? e23_bwd_tc<T, M_, K_, W_, true, true>                        \
                              : e23_bwd_tc<T, M_, K_, W_, false, true>;
-      E23_TC_TILINGS(E23_TB_CASE)
+      E23_TB_TILINGS(E23_TB_CASE)
 #undef E23_TB_CASE
     }
     (void)tl, (void)v;
@@ -1175,11 +1198,12 @@ template <typename T> struct BwdTc23 {
 
 #define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
 constexpr tc::Tiling kTcTilings23[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
+constexpr tc::Tiling kTbTilings23[] = {E23_TB_TILINGS(E23_TC_ENTRY)};
 #undef E23_TC_ENTRY
 
-// The tensor-core forward's plan (16-bit T): d matches a tiling of E23_TC_TILINGS (cs = d / R
-// CTAs a cluster); the batch rows per cluster as pick_group finds for the kernel (any bg <= 8:
-// tc::Step's columns hold the group), where the tape fits.
+// The tensor-core forward's plan (16-bit T): for each tiling of E23_TC_TILINGS that d matches (cs
+// = d / R CTAs a cluster), the batch rows per cluster as pick_group finds for the kernel (any bg
+// <= 8: tc::Step's columns hold the group), where the tape fits; the best by PlanRank.
 struct TcPlan23 {
   Plan pl;
   tc::Tiling tl;
@@ -1187,6 +1211,7 @@ struct TcPlan23 {
 template <typename T>
 bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23 *out) {
   if (info.smem_optin <= 0) return false;
+  PlanRank best{};
   for (const tc::Tiling &tl : kTcTilings23) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
@@ -1194,18 +1219,18 @@ bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23
     auto plan = [&](int g) {
       return Plan{true, cs, g, R, tc_layout(d, N, R, g, cs, tl.nw).total, false};
     };
-    const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
+    auto resident = [&](int g) {
       const Plan pl = plan(g);
       if (pl.smem > (size_t)info.smem_optin) return 0;
       return resident_clusters(FwdTc23<T>::get(tl, tc_variant(pl, tl, N)), pl,
                                32u * (unsigned)tl.nw);
-    });
-    if (bg > 0) {
-      *out = TcPlan23{plan(bg), tl};
-      return true;
-    }
+    };
+    const int bg = pick_group(B, cs, info.sms, 8, false, resident);
+    if (bg == 0) continue;
+    const PlanRank rank = rank_plan(B, plan(bg), resident(bg));
+    if (rank.beats(best)) best = rank, *out = TcPlan23{plan(bg), tl};
   }
-  return false;
+  return best.found;
 }
 
 // The tensor-core backward's plan (bf16: the gradients dw and dpre are unbounded, f16's range would
@@ -1229,7 +1254,7 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
   if (device_info(&info) || info.smem_optin <= 0) return false;  // errors: v1 reports them
   // dH, w, seg on chip
   constexpr bool places[][3] = {{1, 1, 1}, {1, 1, 0}, {1, 0, 0}, {0, 0, 0}};
-  for (const tc::Tiling &tl : kTcTilings23) {
+  for (const tc::Tiling &tl : kTbTilings23) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
