@@ -1,7 +1,9 @@
 /* The batch rows a cluster of the persistent E-series kernels (eng_pick_group in
  * cuda/cluster_groups.h), against resident-cluster counts written out by hand: the H200's (15
  * clusters of 8 whole-SM CTAs on 132 SMs, 30 when two CTAs share an SM), plans that do not exist
- * past some rows, and none that runs. No GPU needed. */
+ * past some rows, and none that runs; and which of two plans for the same rows runs
+ * (eng_plan_beats: E23's forward on clusters of 8 or of 16 CTAs, 7 of which are resident). No GPU
+ * needed. */
 #include "../kernels/cuda/cluster_groups.h"
 #include "support.h"
 
@@ -62,4 +64,43 @@ Test(cluster_groups, nothing_runs) {
   cr_assert_eq(pick_h200(64, 0, 0), 0);
   table_t t = all_of(0);
   cr_assert_eq(eng_pick_group(3, 16, 132, 8, 1, from_table, &t), 0);
+}
+
+/* The plan pick_group finds for B rows on clusters of cs CTAs, n of which are resident. */
+static eng_cluster_plan_t plan_of(int64_t B, int cs, int n) {
+  table_t t = all_of(n);
+  const int bg = eng_pick_group(B, cs, 132, 8, 0, from_table, &t);
+  return (eng_cluster_plan_t){bg, cs, n};
+}
+
+Test(cluster_groups, sixteen_ctas_a_cluster_where_they_hold_as_few_rows) {
+  /* B = 4: one row a cluster either way (4 of 15 and 4 of 7 resident), so more CTAs a row */
+  cr_assert(eng_plan_beats(4, plan_of(4, 16, 7), plan_of(4, 8, 15)));
+  cr_assert(!eng_plan_beats(4, plan_of(4, 8, 15), plan_of(4, 16, 7)));
+  cr_assert_eq(plan_of(7, 16, 7).bg, 1);
+  cr_assert(eng_plan_beats(7, plan_of(7, 16, 7), plan_of(7, 8, 15)));
+  /* B = 8 and 16: 16 CTAs need 2 and 3 rows a cluster where 8 CTAs need 1 and 2 */
+  for (int64_t B = 8; B <= 16; B += 8) {
+    const eng_cluster_plan_t a = plan_of(B, 8, 15), b = plan_of(B, 16, 7);
+    cr_assert_eq(a.bg + 1, b.bg, "B = %d", (int)B);
+    cr_assert(eng_plan_beats(B, a, b), "B = %d", (int)B);
+    cr_assert(!eng_plan_beats(B, b, a), "B = %d", (int)B);
+  }
+}
+
+Test(cluster_groups, one_wave_beats_fewer_rows_a_cluster) {
+  /* B = 64: 16 CTAs a cluster cannot hold every row in one wave (8 rows, 8 clusters, 7
+   * resident), 8 CTAs can (5 rows, 13 clusters of 15) */
+  const eng_cluster_plan_t a = plan_of(64, 8, 15), b = plan_of(64, 16, 7);
+  cr_assert_eq(a.bg, 5);
+  cr_assert_eq(b.bg, 8);
+  cr_assert(eng_plan_beats(64, a, b));
+  /* one wave even against fewer rows a cluster: 16 clusters of 4 rows, 7 resident */
+  const eng_cluster_plan_t f = {4, 16, 7};
+  cr_assert(eng_plan_beats(64, a, f));
+  cr_assert(!eng_plan_beats(64, f, a));
+  /* with neither in one wave, fewer rows a cluster still wins */
+  const eng_cluster_plan_t c = {8, 8, 3}, e = {6, 16, 3};
+  cr_assert(eng_plan_beats(64, e, c));
+  cr_assert(!eng_plan_beats(64, c, e));
 }

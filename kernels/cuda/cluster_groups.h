@@ -1,5 +1,6 @@
 /* How many batch rows each cluster of a persistent E-series kernel takes (cuda/e1_cluster.cuh's
- * pick_group): plain C, so that the rule is tested without a GPU (tests/test_cluster_groups.c). */
+ * pick_group), and which of two cluster plans for the same rows runs (eng_plan_beats): plain C,
+ * so that the rules are tested without a GPU (tests/test_cluster_groups.c). */
 #pragma once
 
 #include <stdint.h>
@@ -24,4 +25,22 @@ static inline int eng_pick_group(int64_t B, int cs, int sms, int most, int pow2,
   for (int g = last; g >= 1; g = pow2 ? g / 2 : g - 1)
     if (resident(ctx, g) > 0) return g;
   return 0;
+}
+
+/* A cluster plan for B rows: bg rows a cluster of cs CTAs, of which `resident` clusters fit the
+ * GPU at once. */
+typedef struct {
+  int bg, cs, resident;
+} eng_cluster_plan_t;
+
+/* Whether plan a beats plan b for the same B rows (the same work split two ways, e.g. E23's
+ * forward on 8 or 16 CTAs a cluster): all its clusters resident at once first (a second wave
+ * doubles the time), then the fewest batch rows a cluster (each row lengthens a step's loops and
+ * exchanges), then more CTAs a cluster (each CTA's share of every loop and product is smaller). */
+static inline int eng_plan_beats(int64_t B, eng_cluster_plan_t a, eng_cluster_plan_t b) {
+  const int wave_a = a.resident >= (B + a.bg - 1) / a.bg;
+  const int wave_b = b.resident >= (B + b.bg - 1) / b.bg;
+  if (wave_a != wave_b) return wave_a;
+  if (a.bg != b.bg) return a.bg < b.bg;
+  return a.cs > b.cs;
 }

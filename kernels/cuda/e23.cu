@@ -1144,24 +1144,6 @@ cudaError_t final_plan(int64_t B, int64_t N, int64_t d, int64_t C, Plan23 *out) 
   return cudaSuccess;
 }
 
-// How a tensor-core plan for B rows ranks against another for the same d: all its clusters
-// resident at once first (a second wave doubles the time), then the fewest batch rows a cluster
-// (each row lengthens the step's loops and exchanges), then more CTAs a cluster (each CTA's share
-// of the units, and so of every loop and product, is smaller).
-struct PlanRank {
-  bool found = false, wave = false;
-  int bg = 0, cs = 0;
-  bool beats(const PlanRank &o) const {
-    if (!o.found) return true;
-    if (wave != o.wave) return wave;
-    if (bg != o.bg) return bg < o.bg;
-    return cs > o.cs;
-  }
-};
-inline PlanRank rank_plan(int64_t B, const Plan &pl, int resident) {
-  return PlanRank{true, resident >= (B + pl.bg - 1) / pl.bg, pl.bg, pl.cs};
-}
-
 template <typename T> struct FwdTc23 {
   using fn = void (*)(P23<T>);
   static fn get(const tc::Tiling &tl, TcVariant v) {
@@ -1203,7 +1185,7 @@ constexpr tc::Tiling kTbTilings23[] = {E23_TB_TILINGS(E23_TC_ENTRY)};
 
 // The tensor-core forward's plan (16-bit T): for each tiling of E23_TC_TILINGS that d matches (cs
 // = d / R CTAs a cluster), the batch rows per cluster as pick_group finds for the kernel (any bg
-// <= 8: tc::Step's columns hold the group), where the tape fits; the best by PlanRank.
+// <= 8: tc::Step's columns hold the group), where the tape fits; the best by eng_plan_beats.
 struct TcPlan23 {
   Plan pl;
   tc::Tiling tl;
@@ -1211,7 +1193,8 @@ struct TcPlan23 {
 template <typename T>
 bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23 *out) {
   if (info.smem_optin <= 0) return false;
-  PlanRank best{};
+  bool found = false;
+  eng_cluster_plan_t best{};
   for (const tc::Tiling &tl : kTcTilings23) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
@@ -1227,10 +1210,11 @@ bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23
     };
     const int bg = pick_group(B, cs, info.sms, 8, false, resident);
     if (bg == 0) continue;
-    const PlanRank rank = rank_plan(B, plan(bg), resident(bg));
-    if (rank.beats(best)) best = rank, *out = TcPlan23{plan(bg), tl};
+    const eng_cluster_plan_t cand{bg, cs, resident(bg)};
+    if (found && !eng_plan_beats(B, cand, best)) continue;
+    found = true, best = cand, *out = TcPlan23{plan(bg), tl};
   }
-  return best.found;
+  return found;
 }
 
 // The tensor-core backward's plan (bf16: the gradients dw and dpre are unbounded, f16's range would
