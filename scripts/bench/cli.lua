@@ -6,8 +6,8 @@
 local cli = {}
 
 -- Flags (true when given, else false), options that take a value, and options that may repeat
--- (a list of their values); -h / --help prints the usage and exits 0, an unknown argument or a missing value
--- prints the usage to stderr and exits 2.
+-- (a list of their values); -h / --help prints the usage and exits 0, an unknown argument or a
+-- missing value prints the usage to stderr and exits 2.
 function cli.parse(name, usage, args, spec)
   local opts, kind = {}, {}
   for _, f in ipairs(spec.flags or {}) do
