@@ -5,6 +5,9 @@
 // forward's delta, is elementwise. A block is one (b, h): ceil(V/CW) warps; the lanes of columns
 // j >= V compute on zeros and store nothing. The row sums (dq^, dk^), which nothing in the chain
 // waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator.
+// Measured and dropped (docs/PERF.md, session 14): 8 rows a lane at n = 32 (4 warps a head: +25%
+// instructions, and the larger buffers cost the sixth block an SM); dq^ on tensor cores after the
+// replay (a step's B fragments, scales and stores cost what the walk's transpose round saved).
 #include "cuda/e88_common.cuh"
 
 namespace eng_e88 {
