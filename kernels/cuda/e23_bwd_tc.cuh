@@ -248,9 +248,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   // so the shuffles see whole warps. The rounds of qa lanes a task cover tasks [0, ta), a last one
   // of qb lanes the rest.
   const int tasks = bg * N;
-  auto lanes_for = [&](int n) {
+  auto lanes_for = [&](int count) {  // lanes a task for `count` tasks
     int q = 1;
-    while (2 * q <= R / 4 && n * 2 * q <= nth) q *= 2;
+    while (2 * q <= R / 4 && count * 2 * q <= nth) q *= 2;
     return q;
   };
   const int qa = lanes_for(tasks), ta = tasks - tasks % (nth / qa), qb = lanes_for(tasks - ta);
