@@ -3,8 +3,9 @@
 // Layout: a lane holds RL rows of one column (P = N/RL lanes a column, CW = 32/P columns a
 // warp), so the walk's column sum dP^T k^ is RL FMAs and log2(P) shuffles; the replay, given the
 // forward's delta, is elementwise. A block is one (b, h): ceil(V/CW) warps; the lanes of columns
-// j >= V compute on zeros and store nothing. The row sums (dq^, dk^), which nothing in the chain
-// waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator.
+// j >= V compute with zero inputs and store nothing. The row sums (dq^, dk^), which nothing in the chain
+// waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator; dq^'s
+// in the replay, which has the time (its chains are independent), dk^'s in the walk.
 // Measured and dropped (docs/PERF.md, session 14): 8 rows a lane at n = 32 (4 warps a head: +25%
 // instructions, and the larger buffers cost the sixth block an SM); dq^ on tensor cores after the
 // replay (a step's B fragments, scales and stores cost what the walk's transpose round saved).
@@ -296,14 +297,12 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   // s: a chunk's replayed state, loaded with the segment's checkpoint ahead of the chunk (its
   // latency hidden by the staging or the previous chunk's end).
   float s[RL];
-  // (inactive lanes read column 0 and keep zeros: no branch around each load)
+  // Inactive lanes replay column 0's (finite) state: their delta and dL/do are zero, so their dS
+  // and every partial they add stay zero. (A select here would wait for the load at once.)
   auto load_ckpt = [&](int sg) {
     const float *ck = trace + (int64_t)sg * N * V + i0 * V + (active ? col : 0);
 #pragma unroll
-    for (int r = 0; r < RL; r++) {
-      const float x = ck[r * V];
-      s[r] = active ? x : 0.f;
-    }
+    for (int r = 0; r < RL; r++) s[r] = ck[r * V];
   };
   if (p.nck > 0) {
     load_ckpt(p.nck - 1);
@@ -329,33 +328,9 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
     __syncthreads();
     for (int c1 = t1; c1 > t0; c1 -= Lb) {
       const int c0 = max(t0, c1 - Lb), n = c1 - c0;
-      // Replay t0 .. c1-1 from the checkpoint in s with the saved delta (no sum over rows): prev
-      // gets the state before c0; states u = 0 .. n-2 of the chunk go to shared memory, the last
-      // stays in s.
-      float prev[RL];
-      const float *kqp = kq + i0, *dlp = sb.dl + (active ? col : 0);
-      auto advance = [&](int us) {
-        float kh[RL];
-        load_rows<RL>(kqp, kh);
-        const float delta = active ? *dlp : 0.f, dec = df[us];
-#pragma unroll
-        for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
-        kqp += N2, dlp += V;
-      };
-      for (int us = 0; us < c0 - t0; us++) advance(us);
-#pragma unroll
-      for (int r = 0; r < RL; r++) prev[r] = s[r];
-      {
-        uint4 *sp = states + tid;
-        for (int u = 0; u < n; u++) {
-          advance(c0 - t0 + u);
-          if (u < n - 1) put_state<SH, RL>(sp, nt, s);
-          sp += U * nt;
-        }
-      }
       // (delta, dL/do) of the chunk's steps and the warp's columns into cb, and dg = dy o silu'(g)
       // with dL/do = dy silu(g) (gate; else dL/do = dy): a lane takes a pair of columns (V and the
-      // pairs are even) of every SPI-th step. Columns j >= V get zeros (their state is 0).
+      // pairs are even) of every SPI-th step. Columns j >= V get zeros (their dS stays 0).
       {
         constexpr int PPS = CW / 2, SPI = 32 / PPS;  // lanes a step, steps an iteration
         const int pc = warp * CW + 2 * (lane % PPS), u0 = lane / PPS;
@@ -379,11 +354,54 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           if constexpr (GATE) dgp += SPI * vstep;
         }
       }
+      __syncwarp();  // cb's entries of a column written by its lanes
+      // Replay t0 .. c1-1 from the checkpoint in s with the saved delta (no sum over rows): prev
+      // gets the state before c0; states u = 0 .. n-2 of the chunk go to shared memory, the last
+      // stays in s. Each replayed state of the chunk also gives dq^ = S_t dL/do_t, which nothing in
+      // the walk's chain waits for: its transpose round runs here, among the replay's independent
+      // chains, instead of in the walk, whose instructions wait on each other.
+      float prev[RL];
+      const float *kqp = kq + i0, *dlp = sb.dl + (active ? col : 0);
+      auto advance = [&](int us) {
+        float kh[RL];
+        load_rows<RL>(kqp, kh);
+        const float delta = active ? *dlp : 0.f, dec = df[us];
+#pragma unroll
+        for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
+        kqp += N2, dlp += V;
+      };
+      for (int us = 0; us < c0 - t0; us++) advance(us);
+#pragma unroll
+      for (int r = 0; r < RL; r++) prev[r] = s[r];
+      {
+        uint4 *sp = states + tid;
+        const float2 *cbr = cb + col;
+        float *accr = acc + warp * Lb * N2;
+        // Step u's round runs in step u + 1, beside its replay (one block of independent work).
+        float part[RL];
+        auto take = [&](int u) {
+          const float dov = cbr[u * VW].y;
+#pragma unroll
+          for (int r = 0; r < RL; r++) part[r] = s[r] * dov;
+        };
+        auto dq_round = [&](int u) {
+          __syncwarp();  // the previous round's readers are done with the transpose buffer
+          row_sums(part, accr + u * N2);
+        };
+        advance(c0 - t0);
+        take(0);
+        for (int u = 1; u < n; u++, sp += U * nt) {
+          put_state<SH, RL>(sp, nt, s);  // step u - 1's
+          advance(c0 - t0 + u);
+          dq_round(u - 1);
+          take(u);
+        }
+        dq_round(n - 1);
+      }
       if (c0 == t0 && seg > 0) {
         __syncthreads();  // every warp done reading this segment's inputs
         fetch_segment<T, N, GATE>(p, row_base, trace, seg - 1, sb, dn0, dn1);
       }
-      __syncwarp();  // cb's entries of a column written by its lanes
       // Walk back c1-1 .. c0: dS in registers, sn the state after the step, sp before it.
       {
         float (&sn)[RL] = s;  // s is reloaded (load_ckpt) after the walk
@@ -392,21 +410,22 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         float *accw = acc + (warp * Lb + n - 1) * N2;
         T *dvw = dv + (row_base + (int64_t)(c1 - 1) * p.H) * V + col;
         const uint4 *spw = states + tid + (n > 1 ? (n - 2) * U * nt : 0);
-        auto walk_step = [&](const float (&sp)[RL]) {
-          float part[RL];
+        // A step's dk^ round runs in the step after it, among that step's dependent chain.
+        float part[RL];
+        auto dk_round = [&] {
+          __syncwarp();  // the previous round's readers are done with the transpose buffer
+          row_sums(part, accw + N2 + N);  // the step walked last
+        };
+        auto walk_step = [&](const float (&sp)[RL], bool later) {
           const float2 dd = *cbw;
           const float delta = dd.x, dov = dd.y;
           {
             float qh[RL];
             load_rows<RL>(kqw + N, qh);
 #pragma unroll
-            for (int r = 0; r < RL; r++) {
-              dS[r] = fmaf(qh[r], dov, dS[r]);
-              part[r] = sn[r] * dov;  // dq^
-            }
+            for (int r = 0; r < RL; r++) dS[r] = fmaf(qh[r], dov, dS[r]);
           }
-          __syncwarp();  // the previous round's readers are done with the transpose buffer
-          row_sums(part, accw);
+          if (later) dk_round();
           if constexpr (!LIN) {
 #pragma unroll
             for (int r = 0; r < RL; r++) dS[r] *= fmaf(-sn[r], sn[r], 1.f);  // dP
@@ -415,7 +434,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           load_rows<RL>(kqw, kh);
           const float ddl = colsum<N>(dot<4>(dS, kh)), dec = *dfw;
           {
-            float ddp = dot<2>(dS, sp);  // the step's cb was read before the __syncwarp()
+            float ddp = dot<2>(dS, sp);  // every lane read the step's cb before colsum's shuffles
 #pragma unroll
             for (int m = 2 * CW; m < 32; m <<= 1) ddp += __shfl_xor_sync(kFull, ddp, m);
             if (lane < 2 * CW) reinterpret_cast<float *>(cbw)[dslot] = ddp;
@@ -426,18 +445,21 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
             dS[r] = fmaf(dec, dS[r], -kh[r] * ddl);
             sn[r] = sp[r];
           }
-          __syncwarp();
-          row_sums(part, accw + N);
           if (rg0 && active) store(dvw, ddl);
           kqw -= N2, dfw--, cbw -= VW, accw -= N2, dvw -= vstep;
         };
-        for (int u = n - 1; u > 0; u--) {
+        auto stored_step = [&](bool later) {
           float sp[RL];
           get_state<SH, RL>(spw, nt, sp);
           spw -= U * nt;
-          walk_step(sp);
+          walk_step(sp, later);
+        };
+        if (n > 1) {  // the first step apart, so that the loop's body is one block
+          stored_step(false);
+          for (int u = n - 2; u > 0; u--) stored_step(true);
         }
-        walk_step(prev);
+        walk_step(prev, n > 1);
+        dk_round();
       }
       if (c0 > t0) {
         load_ckpt(seg);  // the next chunk's
