@@ -3,9 +3,9 @@
 // Layout: a lane holds RL rows of one column (P = N/RL lanes a column, CW = 32/P columns a
 // warp), so the walk's column sum dP^T k^ is RL FMAs and log2(P) shuffles; the replay, given the
 // forward's delta, is elementwise. A block is one (b, h): ceil(V/CW) warps; the lanes of columns
-// j >= V compute with zero inputs and store nothing. The row sums (dq^, dk^), which nothing in the chain
-// waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator; dq^'s
-// in the replay, which has the time (its chains are independent), dk^'s in the walk.
+// j >= V compute with zero inputs and store nothing. The row sums (dq^, dk^), which nothing in the
+// chain waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator:
+// dq^'s in the replay, which has the time (its chains are independent), dk^'s in the walk.
 // Measured and dropped (docs/PERF.md, session 14): 8 rows a lane at n = 32 (4 warps a head: +25%
 // instructions, and the larger buffers cost the sixth block an SM); dq^ on tensor cores after the
 // replay (a step's B fragments, scales and stores cost what the walk's transpose round saved).
