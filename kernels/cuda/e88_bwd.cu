@@ -297,8 +297,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   // s: a chunk's replayed state, loaded with the segment's checkpoint ahead of the chunk (its
   // latency hidden by the staging or the previous chunk's end).
   float s[RL];
-  // Inactive lanes replay column 0's (finite) state: their delta and dL/do are zero, so their dS
-  // and every partial they add stay zero. (A select here would wait for the load at once.)
+  // Inactive lanes replay column 0 (its checkpoint and delta): their dL/do is zero, so their dS and
+  // every partial they add stay zero. (A select here would wait for the load at once.)
   auto load_ckpt = [&](int sg) {
     const float *ck = trace + (int64_t)sg * N * V + i0 * V + (active ? col : 0);
 #pragma unroll
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       auto advance = [&](int us) {
         float kh[RL];
         load_rows<RL>(kqp, kh);
-        const float delta = active ? *dlp : 0.f, dec = df[us];
+        const float delta = *dlp, dec = df[us];
 #pragma unroll
         for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
         kqp += N2, dlp += V;
