@@ -1,7 +1,7 @@
 /* e88 and e88_backward on CUDA against the CPU reference: the benchmark shape (B=8, T=512, H=83,
  * n=v=32) in f32 and bf16, odd shapes (T=1, T=17, H=1, B=3, n=v=16 and 64, v != n), every option,
- * a strided input, T=4096 staying finite, and the sizes the kernels refuse. Every output is
- * preset to NaN, so each element must be written.
+ * segments the backward walks in several chunks, a strided input, T=4096 staying finite, and the
+ * sizes the kernels refuse. Every output is preset to NaN, so each element must be written.
  *
  * Tolerances (||gpu - cpu|| / ||cpu||): 16-bit values 1e-2, as everywhere: the kernels use the
  * hardware tanh (relative error 2^-11) there, which the recurrence does not amplify: the step map
@@ -11,6 +11,9 @@
  * an error survives ~100 steps, so errors of ~6e-8 may add up coherently to ~6e-6; 5e-5 keeps a
  * margin, while a wrong kernel is off by O(1). */
 #include "cuda_numeric.h"
+#ifdef ENG_HAVE_CUDA /* the chunk query below (CPU-only builds skip these tests) */
+#include "cuda/e88.h"
+#endif
 
 typedef struct {
   int64_t B, T, H, n, v;
@@ -164,6 +167,38 @@ Test(cuda_e88, odd_shapes_and_options) {
   static const eng_dtype_t dts[] = {ENG_F32, ENG_BF16, ENG_F16};
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
     for (int d = 0; d < 3; d++) check_case(&cs[i], dts[d], 10 + 3 * i + (uint64_t)d);
+}
+
+/* Segments walked in several chunks: many blocks make the launcher take replay chunks shorter
+ * than the segment (to keep them resident), and each chunk is replayed from the segment's
+ * checkpoint. Each case checks that its chunk is shorter than its segments: 2 to 8 chunks a
+ * segment, a partial last segment (T % C) whose earliest chunk is partial, columns past v
+ * (v = 24), f32 states (f32 values, linear_state), and n = 16 and 64. */
+Test(cuda_e88, segments_in_several_chunks) {
+  SKIP_WITHOUT_GPU();
+  const cfg_t cs[] = {
+      {.B = 16, .T = 150, .H = 83, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .C = 64},
+      {.B = 16, .T = 40, .H = 83, .n = 32, .v = 24, .gate = 1, .s0 = 0, .l2 = 1, .C = 16},
+      {.B = 16, .T = 70, .H = 83, .n = 16, .v = 32, .gate = 0, .s0 = 1, .l2 = 1, .C = 32},
+      {.B = 8, .T = 45, .H = 41, .n = 64, .v = 64, .gate = 1, .s0 = 1, .l2 = 1, .C = 16},
+      {.B = 16, .T = 50, .H = 83, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .lin = 1, .C = 16},
+  };
+  static const eng_dtype_t dts[] = {ENG_BF16, ENG_F32};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+    for (int d = 0; d < 2; d++) {
+      const cfg_t *c = &cs[i];
+#ifdef ENG_HAVE_CUDA
+      const eng_e88_shape_t s = {.B = c->B, .T = c->T, .H = c->H, .n = c->n, .v = c->v,
+                                 .ckpt_every = c->C, .l2 = c->l2, .linear_state = c->lin};
+      int steps = 0;
+      cr_assert_eq(eng_kcuda_e88_backward_chunk(dts[d], &s, c->gate, &steps), 0);
+      char what[160];
+      describe(c, dts[d], what, sizeof what);
+      cr_assert(steps > 0 && steps < c->C, "%s: a chunk of %d steps, not several a segment", what,
+                steps);
+#endif
+      check_case(c, dts[d], 60 + 2 * i + (uint64_t)d);
+    }
 }
 
 /* q and k rows whose squares sum below f32's smallest normal number: the 16-bit l2 staging's

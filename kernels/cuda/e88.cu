@@ -51,6 +51,16 @@ extern "C" int eng_kcuda_e88_forward(eng_dtype_t dt, const eng_e88_shape_t *s, c
   return launch_forward(dt, (int)s->n, p, stream);
 }
 
+extern "C" int eng_kcuda_e88_backward_chunk(eng_dtype_t dt, const eng_e88_shape_t *s, int gate,
+                                            int *steps) {
+  *steps = 0;
+  if (!eng_kcuda_e88_supported(s, 1, NULL)) return (int)cudaErrorInvalidValue;
+  if (s->B * s->H == 0) return 0;
+  Params p = params_of(s);
+  p.gate = gate != 0;
+  return launch_backward(dt, (int)s->n, p, 0, steps);
+}
+
 extern "C" int eng_kcuda_e88_backward(eng_dtype_t dt, const eng_e88_shape_t *s, const void *q,
                                       const void *k, const void *v, const void *decay,
                                       const void *g, const float *ckpt, const void *dy,

@@ -22,6 +22,11 @@ int eng_kcuda_e88_forward(eng_dtype_t dt, const eng_e88_shape_t *s, const void *
                           const void *v, const void *decay, const void *g, const float *S0,
                           void *y, float *S_T, float *ckpt, cudaStream_t stream);
 
+/* The steps of one replay chunk that eng_kcuda_e88_backward takes for these sizes (gate: whether g
+ * is given): a segment longer than that is replayed for each chunk from its checkpoint. Chosen
+ * by occupancy, so it depends on the GPU. */
+int eng_kcuda_e88_backward_chunk(eng_dtype_t dt, const eng_e88_shape_t *s, int gate, int *steps);
+
 /* g, dS_T may be NULL; dg is written when g is given, dS0 when not NULL. */
 int eng_kcuda_e88_backward(eng_dtype_t dt, const eng_e88_shape_t *s, const void *q, const void *k,
                            const void *v, const void *decay, const void *g, const float *ckpt,

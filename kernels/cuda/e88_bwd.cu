@@ -542,7 +542,7 @@ template <typename T> bool prefetchable(const Params &p) {
 // whose shared memory lets ceil(blocks / SMs) blocks (as far as registers allow) share an SM, and
 // at least kBwdMinChunk. Never more than the opt-in limit.
 template <typename T, typename SH, int N, bool LIN, bool GATE>
-int launch_backward_sh(const Params &p0, cudaStream_t st) {
+int launch_backward_sh(const Params &p0, cudaStream_t st, int *chunk) {
   Params p = p0;
   const void *kernel = reinterpret_cast<const void *>(e88_backward_kernel<T, SH, N, LIN, GATE>);
   constexpr int CW = BGeo<N>::CW;
@@ -582,24 +582,30 @@ int launch_backward_sh(const Params &p0, cudaStream_t st) {
     memo.keep(kernel, dev, blocks, shape, first, Lb);
     p.L = Lb;
   }
+  if (chunk) {
+    *chunk = p.L;
+    return 0;
+  }
   e88_backward_kernel<T, SH, N, LIN, GATE><<<(unsigned)blocks, nthreads, bytes(p.L), st>>>(p);
   return (int)cudaGetLastError();
 }
 
 // The state type (f16 only for a 16-bit tanh state) and the flags as constants.
-template <typename T, int N, bool GATE> int launch_backward_g(const Params &p, cudaStream_t st) {
+template <typename T, int N, bool GATE>
+int launch_backward_g(const Params &p, cudaStream_t st, int *chunk) {
   using SH = typename std::conditional<std::is_same<T, float>::value, float, __half>::type;
-  if (p.lin) return launch_backward_sh<T, float, N, true, GATE>(p, st);
-  return launch_backward_sh<T, SH, N, false, GATE>(p, st);
+  if (p.lin) return launch_backward_sh<T, float, N, true, GATE>(p, st, chunk);
+  return launch_backward_sh<T, SH, N, false, GATE>(p, st, chunk);
 }
 
-template <typename T, int N> int launch_backward(const Params &p, cudaStream_t st) {
-  return p.gate ? launch_backward_g<T, N, true>(p, st) : launch_backward_g<T, N, false>(p, st);
+template <typename T, int N> int launch_backward(const Params &p, cudaStream_t st, int *chunk) {
+  return p.gate ? launch_backward_g<T, N, true>(p, st, chunk)
+                : launch_backward_g<T, N, false>(p, st, chunk);
 }
 }  // namespace
 
-int launch_backward(eng_dtype_t dt, int n, const Params &p, cudaStream_t st) {
-  E88_DISPATCH(dt, n, return launch_backward<T, N>(p, st));
+int launch_backward(eng_dtype_t dt, int n, const Params &p, cudaStream_t st, int *chunk) {
+  E88_DISPATCH(dt, n, return launch_backward<T, N>(p, st, chunk));
 }
 
 }  // namespace eng_e88

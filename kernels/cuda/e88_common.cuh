@@ -224,8 +224,9 @@ struct ChunkMemo {
 };
 
 // The forward and backward launchers (e88_fwd.cu, e88_bwd.cu); p carries the shape and tensors.
+// With chunk set, launch_backward launches nothing and gives the replay chunk it would take.
 int launch_forward(eng_dtype_t dt, int n, const Params &p, cudaStream_t st);
-int launch_backward(eng_dtype_t dt, int n, const Params &p, cudaStream_t st);
+int launch_backward(eng_dtype_t dt, int n, const Params &p, cudaStream_t st, int *chunk = nullptr);
 
 }  // namespace eng_e88
 #endif
