@@ -4,7 +4,7 @@
  * past some rows, and none that runs; and which of two plans for the same rows runs
  * (eng_plan_beats: E23's forward on clusters of 8 or of 16 CTAs, 7 of which are resident). No GPU
  * needed. */
-#include "../kernels/cuda/cluster_groups.h"
+#include "cuda/cluster_groups.h"
 #include "support.h"
 
 /* resident(g) from a table (index g, 1..8), and which g were asked. */

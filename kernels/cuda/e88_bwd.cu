@@ -266,8 +266,9 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
     }
   }
   // One round: part (RL values a lane) summed over the CW lanes of each row group into the warp's
-  // row[i0 ..] (the caller's __syncwarp() orders it after the previous round's reads).
+  // row[i0 ..]. Rounds share the warp's transpose buffer, so each starts with a __syncwarp().
   auto row_sums = [&](const float (&part)[RL], float *row) {
+    __syncwarp();  // the previous round's readers are done with the transpose buffer
 #pragma unroll
     for (int c = 0; c < RL / 4; c++)
       st_shared4(wa[c], part[4 * c], part[4 * c + 1], part[4 * c + 2], part[4 * c + 3]);
@@ -384,10 +385,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 #pragma unroll
           for (int r = 0; r < RL; r++) part[r] = s[r] * dov;
         };
-        auto dq_round = [&](int u) {
-          __syncwarp();  // the previous round's readers are done with the transpose buffer
-          row_sums(part, accr + u * N2);
-        };
+        auto dq_round = [&](int u) { row_sums(part, accr + u * N2); };
         advance(c0 - t0);
         take(0);
         for (int u = 1; u < n; u++, sp += U * nt) {
@@ -412,10 +410,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         const uint4 *spw = states + tid + (n > 1 ? (n - 2) * U * nt : 0);
         // A step's dk^ round runs in the step after it, among that step's dependent chain.
         float part[RL];
-        auto dk_round = [&] {
-          __syncwarp();  // the previous round's readers are done with the transpose buffer
-          row_sums(part, accw + N2 + N);  // the step walked last
-        };
+        auto dk_round = [&] { row_sums(part, accw + N2 + N); };  // the step walked last
         auto walk_step = [&](const float (&sp)[RL], bool later) {
           const float2 dd = *cbw;
           const float delta = dd.x, dov = dd.y;
