@@ -4,7 +4,7 @@
 -- ratios torch / ours (scripts/bench/run_recurrent.sh runs both).
 --
 --   engine run scripts/bench/recurrent.lua [--peer torch_recurrent.json] [--quick] [--only NAME]
---                                          [--cpu]
+--                                          [--cpu] [--ckpt-every C]
 --
 -- `cases` is a table: one row per shape, `kind` naming its runner in `runners` (e88, e1, e23).
 -- Times are medians of CUDA-event timings over repeats after warm-up (host clock on the CPU).
@@ -18,15 +18,28 @@ local json = dofile(script_dir .. "/json.lua")
 
 local USAGE = [[
 usage: engine run scripts/bench/recurrent.lua [--peer FILE.json] [--quick] [--only NAME] [--cpu]
+                                              [--ckpt-every C]
   --peer   the JSON that scripts/peers/torch_recurrent.py wrote on this machine (adds PyTorch's
            forward and backward and the ratios torch / ours; an unreadable file only warns)
   --quick  few repeats (a smoke run; the numbers are not for PERF.md)
   --only   only the cases whose name contains NAME (plain substring)
+  --ckpt-every
+           the checkpoint interval of E88 and E23, in steps (default 16, the published kernels'):
+           a shorter one replays less in the backward and saves more in the forward
   --cpu    the CPU's tiny rows even where a GPU is present]]
 
 local cli = dofile(script_dir .. "/cli.lua")
 local opts = cli.parse("recurrent.lua", USAGE, {...},
-                       {flags = {"quick", "cpu"}, values = {"only", "peer"}})
+                       {flags = {"quick", "cpu"}, values = {"only", "peer", "ckpt-every"}})
+local CKPT_EVERY = 16
+if opts["ckpt-every"] then
+  CKPT_EVERY = tonumber(opts["ckpt-every"])
+  if not CKPT_EVERY or CKPT_EVERY < 1 or CKPT_EVERY % 1 ~= 0 then
+    io.stderr:write("recurrent.lua: --ckpt-every needs a whole number of steps >= 1, not '",
+                    opts["ckpt-every"], "'\n", USAGE, "\n")
+    os.exit(2)
+  end
+end
 
 -- The PyTorch peer's results (scripts/peers/torch_recurrent.py), keyed by case name.
 local peer, peer_cases = nil, {}
@@ -105,7 +118,7 @@ local runners = {}
 local function e88_floors(c, bwd)
   local elems = c.B * c.T * c.H * c.n * c.v
   local sfu = elems / (machine.sm * 16 * machine.clock_hz) * 1e6
-  local nck = math.ceil(c.T / 16)
+  local nck = math.ceil(c.T / CKPT_EVERY)
   local io = c.B * c.T * c.H * (2 * c.n + 2 * c.v + 1) * 2 + c.B * c.H * nck * c.n * c.v * 4
   -- the backward also reads ckpt's trace: delta and o of every step, in f32
   local trace = c.B * c.T * c.H * c.v * 2 * 4
@@ -125,14 +138,16 @@ function runners.e88(c, dtype)
   local g = engine.randn({c.B, c.T, c.H, c.v}, o)
   local decay = engine.rand({c.B, c.T, c.H}, o) * 0.5 + 0.5
   local S0 = engine.zeros({c.B, c.H, c.n, c.v}, {dtype = dtype == "f64" and "f64" or "f32", device = dev})
-  local y, S_T, ckpt = F.e88_forward(q, k, v, decay, g, {state = S0})
+  local fo, bo = {state = S0, ckpt_every = CKPT_EVERY}, {ckpt_every = CKPT_EVERY}
+  local y, S_T, ckpt = F.e88_forward(q, k, v, decay, g, fo)
   local dy = engine.randn({c.B, c.T, c.H, c.v}, o)
+  local function bwd() return F.e88_backward(q, k, v, decay, g, S0, ckpt, dy, nil, bo) end
   local r = {}
-  r.fwd = time_us(function() return F.e88(q, k, v, decay, g, {state = S0}) end)
-  r.fwd_ckpt = time_us(function() return F.e88_forward(q, k, v, decay, g, {state = S0}) end)
-  r.bwd = time_us(function() return F.e88_backward(q, k, v, decay, g, S0, ckpt, dy, nil) end)
-  r.fwd_peak = peak_bytes(function() return F.e88_forward(q, k, v, decay, g, {state = S0}) end)
-  r.bwd_peak = peak_bytes(function() return F.e88_backward(q, k, v, decay, g, S0, ckpt, dy, nil) end)
+  r.fwd = time_us(function() return F.e88(q, k, v, decay, g, fo) end)
+  r.fwd_ckpt = time_us(function() return F.e88_forward(q, k, v, decay, g, fo) end)
+  r.bwd = time_us(bwd)
+  r.fwd_peak = peak_bytes(function() return F.e88_forward(q, k, v, decay, g, fo) end)
+  r.bwd_peak = peak_bytes(bwd)
   r.fwd_floor, r.fwd_floor_why = e88_floors(c, false)
   r.bwd_floor, r.bwd_floor_why = e88_floors(c, true)
   return r
@@ -181,10 +196,10 @@ function runners.e23(c, dtype)
   local o, xw, Wh, b, h0 = e_inputs(c, dtype)
   local Ww = engine.randn({c.d, c.d}, o) * (1 / math.sqrt(c.d))
   local tape0 = engine.randn({c.B, c.N, c.d}, o) * 0.5
-  local opts = {state = h0, tape = tape0, ckpt_every = c.C}
+  local opts = {state = h0, tape = tape0, ckpt_every = CKPT_EVERY}
   local hs, _, _, ck = F.e23_forward(xw, Wh, Ww, b, opts)
   local dhs = engine.randn({c.B, c.T, c.d}, o)
-  local function bwd() return F.e23_backward(xw, Wh, Ww, b, h0, hs, ck, dhs, nil, nil, {ckpt_every = c.C}) end
+  local function bwd() return F.e23_backward(xw, Wh, Ww, b, h0, hs, ck, dhs, nil, nil, {ckpt_every = CKPT_EVERY}) end
   local r = {}
   r.fwd = time_us(function() return F.e23_forward(xw, Wh, Ww, b, opts) end)
   r.bwd = time_us(bwd)
@@ -192,7 +207,7 @@ function runners.e23(c, dtype)
   r.bwd_peak = peak_bytes(bwd)
   local seq, w = c.B * c.T * c.d * 2, c.d * c.d * 2
   -- ckpt (f32): the tape checkpoints, then the a, r and w trace of every step
-  local ck_bytes = c.B * (math.ceil(c.T / c.C) * c.N * c.d + c.T * (2 * c.N + c.d)) * 4
+  local ck_bytes = c.B * (math.ceil(c.T / CKPT_EVERY) * c.N * c.d + c.T * (2 * c.N + c.d)) * 4
   r.fwd_floor, r.fwd_floor_why = e_floors(c, 2 * seq + 2 * w + ck_bytes, 0, 2)
   r.bwd_floor, r.bwd_floor_why = e_floors(c, 6 * seq + 4 * w + ck_bytes, 4 * c.B * c.T * c.d * c.d, 4)
   r.extra = string.format("per step: fwd %.2f us (target 3, published 24.3), bwd %.2f us (target 6)",
@@ -213,17 +228,17 @@ local cases = {
   {name = "e88 T=2048", kind = "e88", B = 8, T = 2048, H = 83, n = 32, v = 32},
   {name = "e88 n=v=64", kind = "e88", B = 8, T = 512, H = 41, n = 64, v = 64},
   {name = "e88 tiny (cpu)", kind = "e88", B = 1, T = 32, H = 2, n = 16, v = 16, cpu = true},
-  -- E1 / E23 (shape: batch, steps, d, and the tape's slots and checkpoint interval for E23)
+  -- E1 / E23 (shape: batch, steps, d, and the tape's slots for E23)
   {name = "e1 B4 d512", kind = "e1", B = 4, T = 512, d = 512, anchor = E1_ANCHOR},
   {name = "e1 B4 d768", kind = "e1", B = 4, T = 512, d = 768, anchor = E1_ANCHOR},
   {name = "e1 B64 d512", kind = "e1", B = 64, T = 512, d = 512, anchor = E1_ANCHOR},
   {name = "e1 B64 d768", kind = "e1", B = 64, T = 512, d = 768, anchor = E1_ANCHOR},
   {name = "e1 tiny (cpu)", kind = "e1", B = 2, T = 32, d = 32, cpu = true},
-  {name = "e23 B4 N8", kind = "e23", B = 4, T = 512, d = 512, N = 8, C = 16, anchor = E23_ANCHOR},
-  {name = "e23 B4 N64", kind = "e23", B = 4, T = 512, d = 512, N = 64, C = 16, anchor = E23_ANCHOR},
-  {name = "e23 B64 N8", kind = "e23", B = 64, T = 512, d = 512, N = 8, C = 16, anchor = E23_ANCHOR},
-  {name = "e23 B64 N64", kind = "e23", B = 64, T = 512, d = 512, N = 64, C = 16, anchor = E23_ANCHOR},
-  {name = "e23 tiny (cpu)", kind = "e23", B = 2, T = 32, d = 32, N = 8, C = 16, cpu = true},
+  {name = "e23 B4 N8", kind = "e23", B = 4, T = 512, d = 512, N = 8, anchor = E23_ANCHOR},
+  {name = "e23 B4 N64", kind = "e23", B = 4, T = 512, d = 512, N = 64, anchor = E23_ANCHOR},
+  {name = "e23 B64 N8", kind = "e23", B = 64, T = 512, d = 512, N = 8, anchor = E23_ANCHOR},
+  {name = "e23 B64 N64", kind = "e23", B = 64, T = 512, d = 512, N = 64, anchor = E23_ANCHOR},
+  {name = "e23 tiny (cpu)", kind = "e23", B = 2, T = 32, d = 32, N = 8, cpu = true},
 }
 
 -- ---------------- run and print ----------------
@@ -242,8 +257,9 @@ local function ratio(t, ours)
 end
 local PEER_COLS = " %9s %7s %9s %7s"
 
-print(string.format("recurrent kernels on %s (%s); times in us per layer call, median of %d%s",
-                    dev, machine.name, REPS, opts.quick and " (--quick: smoke numbers)" or ""))
+print(string.format("recurrent kernels on %s (%s); times in us per layer call, median of %d%s; " ..
+                    "E88 and E23 checkpoint every %d steps", dev, machine.name, REPS,
+                    opts.quick and " (--quick: smoke numbers)" or "", CKPT_EVERY))
 if peer then
   local m = type(peer.meta) == "table" and peer.meta or {}
   local function s(x) return (x == nil or x == json.null) and "?" or tostring(x) end

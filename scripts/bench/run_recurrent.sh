@@ -3,9 +3,10 @@
 # benchmark (scripts/bench/recurrent.lua) with the peer's forward and backward beside ours, one
 # after the other on the same GPU.
 #
-#   bash scripts/bench/run_recurrent.sh [--quick] [--only NAME]
+#   bash scripts/bench/run_recurrent.sh [--quick] [--only NAME] [--ckpt-every C]
 #   bash scripts/gpu/run.sh bash scripts/bench/run_recurrent.sh   (the packed build: scripts/gpu/)
 #
+# --ckpt-every goes to ours only (PyTorch eager keeps every step for its autograd).
 # Writes under $OUT (default /tmp/out): torch_recurrent.json/.log, recurrent.log, recurrent_gpu.txt.
 # The engine is $ENGINE, else `engine` on PATH, else build-gpu/engine; Python is $PYTHON or python3.
 # Where nvidia-smi is found the peer gets --require-cuda (no silent CPU smoke run in its place).
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/../.."
 
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-pass=()
+pass=() ours=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) pass+=(--quick) ;;
@@ -27,8 +28,16 @@ while [ $# -gt 0 ]; do
       pass+=(--only "$2")
       shift
       ;;
+    --ckpt-every)
+      if [ $# -lt 2 ]; then
+        echo "run_recurrent.sh: --ckpt-every needs a value" >&2
+        exit 2
+      fi
+      ours+=(--ckpt-every "$2")
+      shift
+      ;;
     *)
-      echo "run_recurrent.sh: unknown argument '$1' (the options are --quick and --only NAME)" >&2
+      echo "run_recurrent.sh: unknown argument '$1' (the options are --quick, --only NAME and --ckpt-every C)" >&2
       exit 2
       ;;
   esac
@@ -61,8 +70,9 @@ else
 fi
 
 echo
-echo "== engine: $ENGINE run scripts/bench/recurrent.lua ${peer[*]:-} ${pass[*]:-}"
-"$ENGINE" run scripts/bench/recurrent.lua ${peer[@]+"${peer[@]}"} ${pass[@]+"${pass[@]}"} 2>&1 \
+echo "== engine: $ENGINE run scripts/bench/recurrent.lua ${peer[*]:-} ${pass[*]:-} ${ours[*]:-}"
+"$ENGINE" run scripts/bench/recurrent.lua ${peer[@]+"${peer[@]}"} ${pass[@]+"${pass[@]}"} \
+  ${ours[@]+"${ours[@]}"} 2>&1 \
   | tee "$OUT/recurrent.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 

@@ -67,4 +67,37 @@ t.case("no peer, or one that cannot be read: no PyTorch columns", function()
   end
 end)
 
+t.case("--ckpt-every reaches every E88 and E23 call", function()
+  local F, names, seen = engine.F, {"e88", "e88_forward", "e88_backward", "e23_forward", "e23_backward"}, {}
+  local real = {}
+  for _, n in ipairs(names) do
+    real[n] = F[n]
+    F[n] = function(...)
+      for i = 1, select("#", ...) do
+        local a = select(i, ...)
+        if type(a) == "table" then seen[#seen + 1] = n .. "=" .. tostring(a.ckpt_every) end
+      end
+      return real[n](...)
+    end
+  end
+  local ok, err = pcall(function()
+    for _, every in ipairs({16, 4}) do
+      seen = {}
+      local extra = every == 16 and {} or {"--ckpt-every", tostring(every)}
+      local rows, text = bench("--cpu", "--quick", "--only", "tiny", unpack(extra))
+      t.eq(#rows, 3, "the three tiny rows")
+      t.truthy(text:find("checkpoint every " .. every .. " steps", 1, true), "the header says " .. every)
+      local called = {}
+      for _, s in ipairs(seen) do
+        local n, v = s:match("^(.-)=(.*)$")
+        t.eq(v, tostring(every), n .. "'s ckpt_every")
+        called[n] = true
+      end
+      for _, n in ipairs(names) do t.truthy(called[n], n .. " was called with options") end
+    end
+  end)
+  for _, n in ipairs(names) do F[n] = real[n] end
+  if not ok then error(err, 0) end
+end)
+
 t.rmdir(dir)
