@@ -1,19 +1,23 @@
 -- What the bench scripts share at their ends: the command line and the exit status.
 --
 --   local cli = dofile(script_dir .. "/cli.lua")
---   local opts = cli.parse("ops.lua", USAGE, {...}, {flags = {"quick"}, values = {"peer"}, lists = {"out"}})
+--   local opts = cli.parse("ops.lua", USAGE, {...}, {flags = {"quick"}, values = {"peer"}, lists = {"out"},
+--                                                  numbers = {peak = {what = "TFLOP/s"}}})
 --   ... cli.exit_on_failures("ops.lua", failures)
 local cli = {}
 
--- Flags (true when given, else false), options that take a value, and options that may repeat
--- (a list of their values); -h / --help prints the usage and exits 0, an unknown argument or a
--- missing value prints the usage to stderr and exits 2.
+-- Flags (true when given, else false), options that take a value, options that may repeat (a
+-- list of their values), and options whose value is a number (numbers: name -> {what = its unit,
+-- whole = true for an integer, least = its smallest}; opts holds the number); -h / --help prints
+-- the usage and exits 0, an unknown argument, a missing value or a value that is not such a number
+-- prints the usage to stderr and exits 2.
 function cli.parse(name, usage, args, spec)
   local opts, kind = {}, {}
   for _, f in ipairs(spec.flags or {}) do
     kind["--" .. f], opts[f] = "flag", false
   end
   for _, v in ipairs(spec.values or {}) do kind["--" .. v] = "value" end
+  for v in pairs(spec.numbers or {}) do kind["--" .. v] = "value" end
   for _, l in ipairs(spec.lists or {}) do
     kind["--" .. l], opts[l] = "list", {}
   end
@@ -44,6 +48,18 @@ function cli.parse(name, usage, args, spec)
       fail("unknown argument '", tostring(a), "'")
     end
     i = i + 1
+  end
+  for key, rule in pairs(spec.numbers or {}) do
+    local v = opts[key]
+    if v ~= nil then
+      local x = tonumber(v)
+      if not x or rule.whole and x % 1 ~= 0 or rule.least and x < rule.least then
+        fail("--", key, " needs ", rule.whole and "a whole number" or "a number",
+             rule.least and (" >= " .. rule.least) or "", rule.what and (" (" .. rule.what .. ")") or "",
+             ", not '", v, "'")
+      end
+      opts[key] = x
+    end
   end
   return opts
 end

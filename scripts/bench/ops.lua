@@ -25,11 +25,8 @@ usage: engine run scripts/bench/ops.lua [--peer FILE.json] [--out FILE.json|FILE
 
 local cli = dofile(script_dir .. "/cli.lua")
 local opts = cli.parse("ops.lua", USAGE, {...},
-                       {flags = {"quick"}, values = {"peer", "peak"}, lists = {"out"}})
-if opts.peak and not tonumber(opts.peak) then
-  io.stderr:write("ops.lua: --peak must be a number (TFLOP/s), got '", opts.peak, "'\n")
-  os.exit(2)
-end
+                       {flags = {"quick"}, values = {"peer"}, lists = {"out"},
+                        numbers = {peak = {what = "TFLOP/s"}}})
 
 local cuda = engine.cuda
 if not (cuda and cuda.is_available and cuda.is_available()) then
@@ -62,7 +59,7 @@ local props = cuda.properties()
 local gpu_name = props.name or "?"
 -- Dense bf16 tensor-core peaks (no sparsity), from NVIDIA's data sheets.
 local function bf16_peak(name)
-  if opts.peak then return tonumber(opts.peak), "given with --peak" end
+  if opts.peak then return opts.peak, "given with --peak" end
   if name:find("H100") and name:find("PCIe") then return 756, "H100 PCIe data sheet" end
   if name:find("H100") and name:find("NVL") then return 835, "H100 NVL data sheet" end
   for _, known in ipairs {"H100", "H200", "H800", "GH200"} do

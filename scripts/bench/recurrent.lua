@@ -30,16 +30,9 @@ usage: engine run scripts/bench/recurrent.lua [--peer FILE.json] [--quick] [--on
 
 local cli = dofile(script_dir .. "/cli.lua")
 local opts = cli.parse("recurrent.lua", USAGE, {...},
-                       {flags = {"quick", "cpu"}, values = {"only", "peer", "ckpt-every"}})
-local CKPT_EVERY = 16
-if opts["ckpt-every"] then
-  CKPT_EVERY = tonumber(opts["ckpt-every"])
-  if not CKPT_EVERY or CKPT_EVERY < 1 or CKPT_EVERY % 1 ~= 0 then
-    io.stderr:write("recurrent.lua: --ckpt-every needs a whole number of steps >= 1, not '",
-                    opts["ckpt-every"], "'\n", USAGE, "\n")
-    os.exit(2)
-  end
-end
+                       {flags = {"quick", "cpu"}, values = {"only", "peer"},
+                        numbers = {["ckpt-every"] = {what = "steps", whole = true, least = 1}}})
+local CKPT_EVERY = opts["ckpt-every"] or 16
 
 -- The PyTorch peer's results (scripts/peers/torch_recurrent.py), keyed by case name.
 local peer, peer_cases = nil, {}

@@ -17,22 +17,22 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 pass=() ours=()
+need_value() {  # option, the arguments left
+  if [ "$2" -lt 2 ]; then
+    echo "run_recurrent.sh: $1 needs a value" >&2
+    exit 2
+  fi
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) pass+=(--quick) ;;
     --only)
-      if [ $# -lt 2 ]; then
-        echo "run_recurrent.sh: --only needs a value" >&2
-        exit 2
-      fi
+      need_value "$1" $#
       pass+=(--only "$2")
       shift
       ;;
     --ckpt-every)
-      if [ $# -lt 2 ]; then
-        echo "run_recurrent.sh: --ckpt-every needs a value" >&2
-        exit 2
-      fi
+      need_value "$1" $#
       ours+=(--ckpt-every "$2")
       shift
       ;;
