@@ -166,11 +166,12 @@ template <typename T> struct SegBufs {
 
 // Copies segment seg's inputs into sb (cp.async, 16 bytes a copy, when the launcher found every
 // piece aligned; else element by element) and its decay into registers d0, d1 (step tid and
-// tid + blockDim.x: C <= 64 and blockDim.x >= 32). trace: the (b, h)'s ckpt row.
+// tid + nt: C <= 64 and nt >= 32). trace: the (b, h)'s ckpt row. V and nt: v (VC, when not 0, is
+// v at compile time) and the block's threads.
 template <typename T, int N, bool GATE>
-__device__ void fetch_segment(const Params &p, int64_t row_base, const float *trace, int seg,
-                              const SegBufs<T> &sb, T &d0, T &d1) {
-  const int t0 = seg * p.C, len = min(p.C, p.T - t0), V = p.V, nt = blockDim.x, tid = threadIdx.x;
+__device__ __forceinline__ void fetch_segment(const Params &p, int64_t row_base, const float *trace, int seg,
+                                              const SegBufs<T> &sb, T &d0, T &d1, int V, int nt) {
+  const int t0 = seg * p.C, len = min(p.C, p.T - t0), tid = threadIdx.x;
   const int64_t row0 = row_base + (int64_t)t0 * p.H, vstep = (int64_t)p.H * V;
   const float *dl = trace + delta_at(p, N) + (int64_t)t0 * V, *o = trace + o_at(p, N) + (int64_t)t0 * V;
   const T *q = (const T *)p.q + row0 * N, *k = (const T *)p.k + row0 * N,
@@ -218,21 +219,24 @@ __device__ void fetch_segment(const Params &p, int64_t row_base, const float *tr
 // SH: how the replayed states are kept (f16 for 16-bit values and a tanh state: they lie in
 // (-1, 1), where f16's 2^-12 absolute error is below the 2^-11 relative error of tanh.approx;
 // f32 otherwise). LIN and GATE are p.lin and p.gate as constants: runtime flags cost branches
-// (and predicated tanh) in every step.
-template <typename T, typename SH, int N, bool LIN, bool GATE>
+// (and predicated tanh) in every step. VC: v when it is compiled in (launch_backward_v), else 0: a
+// known v turns the index arithmetic of the segment's and the chunk's staging, the checkpoint
+// loads and the chunk's end into constants and immediate offsets.
+template <typename T, typename SH, int N, bool LIN, bool GATE, int VC>
 __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
     e88_backward_kernel(Params p) {
   using G = BGeo<N>;
   constexpr int RL = G::RL, CW = G::CW, NS = G::NS, RPL = G::RPL, N2 = 2 * N;
   constexpr int U = RL * (int)sizeof(SH) / 16;  // 16-byte pieces of a thread's state
   constexpr bool FAST = !std::is_same<T, float>::value;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int V = VC ? VC : p.V, nt = VC ? (VC + CW - 1) / CW * 32 : blockDim.x;
   const int col = warp * CW + lane % CW, i0 = (lane / CW) * RL;
-  const bool active = col < p.V, rg0 = lane < CW;  // rg0: the column's first lane (stores it)
+  const bool active = col < V, rg0 = lane < CW;  // rg0: the column's first lane (stores it)
   // The lane's ddecay slot (in floats) from its column's cb entry: the warp's 2 CW floats of a step
   // (n = 64: 16, so lane ^ 16 adds first).
   const int dslot = lane - 2 * (lane % CW);
-  const int V = p.V, C = p.C, Lb = p.L, VW = (nt / 32) * CW, bh = blockIdx.x, b = bh / p.H,
+  const int C = p.C, Lb = p.L, VW = (nt / 32) * CW, bh = blockIdx.x, b = bh / p.H,
             h = bh % p.H;
   extern __shared__ uint4 smem[];
   char *base = reinterpret_cast<char *>(smem);
@@ -307,7 +311,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   };
   if (p.nck > 0) {
     load_ckpt(p.nck - 1);
-    fetch_segment<T, N, GATE>(p, row_base, trace, p.nck - 1, sb, dn0, dn1);
+    fetch_segment<T, N, GATE>(p, row_base, trace, p.nck - 1, sb, dn0, dn1, V, nt);
   }
   for (int seg = p.nck - 1; seg >= 0; seg--) {
     const int t0 = seg * C, t1 = min(t0 + C, p.T), len = t1 - t0;
@@ -398,7 +402,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       }
       if (c0 == t0 && seg > 0) {
         __syncthreads();  // every warp done reading this segment's inputs
-        fetch_segment<T, N, GATE>(p, row_base, trace, seg - 1, sb, dn0, dn1);
+        fetch_segment<T, N, GATE>(p, row_base, trace, seg - 1, sb, dn0, dn1, V, nt);
       }
       // Walk back c1-1 .. c0: dS in registers, sn the state after the step, sp before it.
       {
@@ -474,7 +478,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           float g[8] = {}, x[8] = {};
           if (ok) {
             const float *a = acc + u * N2 + kind * N + e;
-#pragma unroll 1  // a few warps
+#pragma unroll(VC ? 8 : 1)  // a few warps; all loads at once where their count is known
             for (int w = 0; w < nt / 32; w++, a += Lb * N2) {
               float y[8];
               load_rows<8>(a, y);
@@ -536,10 +540,10 @@ template <typename T> bool prefetchable(const Params &p) {
 // layer's shape 664 blocks need 6 an SM), so the longest chunk, up to the segment,
 // whose shared memory lets ceil(blocks / SMs) blocks (as far as registers allow) share an SM, and
 // at least kBwdMinChunk. Never more than the opt-in limit.
-template <typename T, typename SH, int N, bool LIN, bool GATE>
+template <typename T, typename SH, int N, bool LIN, bool GATE, int VC>
 int launch_backward_sh(const Params &p0, cudaStream_t st, int *chunk) {
   Params p = p0;
-  const void *kernel = reinterpret_cast<const void *>(e88_backward_kernel<T, SH, N, LIN, GATE>);
+  const void *kernel = reinterpret_cast<const void *>(e88_backward_kernel<T, SH, N, LIN, GATE, VC>);
   constexpr int CW = BGeo<N>::CW;
   const int nthreads = (p.V + CW - 1) / CW * 32;
   p.prefetch = prefetchable<T>(p);
@@ -581,16 +585,25 @@ int launch_backward_sh(const Params &p0, cudaStream_t st, int *chunk) {
     *chunk = p.L;
     return 0;
   }
-  e88_backward_kernel<T, SH, N, LIN, GATE><<<(unsigned)blocks, nthreads, bytes(p.L), st>>>(p);
+  e88_backward_kernel<T, SH, N, LIN, GATE, VC><<<(unsigned)blocks, nthreads, bytes(p.L), st>>>(p);
   return (int)cudaGetLastError();
 }
 
-// The state type (f16 only for a 16-bit tanh state) and the flags as constants.
+// The state type (f16 only for a 16-bit tanh state) and the flags as constants, and v too for the
+// layer's heads (bf16, n = v = 32, tanh state: a known v takes ~1.2% off the backward there; the
+// other combinations keep one kernel each, which the build compiles for every architecture).
+template <typename T, typename SH, int N, bool LIN, bool GATE>
+int launch_backward_v(const Params &p, cudaStream_t st, int *chunk) {
+  if constexpr (N == 32 && !LIN && std::is_same<T, __nv_bfloat16>::value) {
+    if (p.V == N) return launch_backward_sh<T, SH, N, LIN, GATE, N>(p, st, chunk);
+  }
+  return launch_backward_sh<T, SH, N, LIN, GATE, 0>(p, st, chunk);
+}
 template <typename T, int N, bool GATE>
 int launch_backward_g(const Params &p, cudaStream_t st, int *chunk) {
   using SH = typename std::conditional<std::is_same<T, float>::value, float, __half>::type;
-  if (p.lin) return launch_backward_sh<T, float, N, true, GATE>(p, st, chunk);
-  return launch_backward_sh<T, SH, N, false, GATE>(p, st, chunk);
+  if (p.lin) return launch_backward_v<T, float, N, true, GATE>(p, st, chunk);
+  return launch_backward_v<T, SH, N, false, GATE>(p, st, chunk);
 }
 
 template <typename T, int N> int launch_backward(const Params &p, cudaStream_t st, int *chunk) {
