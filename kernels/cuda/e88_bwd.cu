@@ -166,8 +166,8 @@ template <typename T> struct SegBufs {
 
 // Copies segment seg's inputs into sb (cp.async, 16 bytes a copy, when the launcher found every
 // piece aligned; else element by element) and its decay into registers d0, d1 (step tid and
-// tid + nt: C <= 64 and nt >= 32). trace: the (b, h)'s ckpt row. V and nt: v (VC, when not 0, is
-// v at compile time) and the block's threads.
+// tid + nt: C <= 64 and nt >= 32). trace: the (b, h)'s ckpt row. V and nt: v and the block's
+// threads, as the kernel has them (constants where it has v compiled in).
 template <typename T, int N, bool GATE>
 __device__ __forceinline__ void fetch_segment(const Params &p, int64_t row_base, const float *trace, int seg,
                                               const SegBufs<T> &sb, T &d0, T &d1, int V, int nt) {
