@@ -1,7 +1,8 @@
 /* e88 and e88_backward on CUDA against the CPU reference: the benchmark shape (B=8, T=512, H=83,
  * n=v=32) in f32 and bf16, odd shapes (T=1, T=17, H=1, B=3, n=v=16 and 64, v != n), every option,
- * segments the backward walks in several chunks, a strided input, T=4096 staying finite, and the
- * sizes the kernels refuse. Every output is preset to NaN, so each element must be written.
+ * segments the backward walks in several chunks, segments of several checkpoint intervals, a
+ * strided input, T=4096 staying finite, and the sizes the kernels refuse. Every output is preset
+ * to NaN, so each element must be written.
  *
  * Tolerances (||gpu - cpu|| / ||cpu||): 16-bit values 1e-2, as everywhere: the kernels use the
  * hardware tanh (relative error 2^-11) there, which the recurrence does not amplify: the step map
@@ -130,8 +131,10 @@ static void check_case(const cfg_t *c, eng_dtype_t dt, uint64_t seed) {
   for (int w = 0; w < NIN; w++) pair_release(in[w]);
 }
 
+/* C = 0: the default interval (8 at n = 32), as the benchmark runs it; segments_in_several_chunks
+ * walks 16-step intervals in several chunks at sizes of this kind. */
 static const cfg_t BENCH = {.B = 8, .T = 512, .H = 83, .n = 32, .v = 32, .gate = 1, .s0 = 1,
-                            .l2 = 1, .C = 16};
+                            .l2 = 1, .C = 0};
 
 Test(cuda_e88, benchmark_shape_bf16) {
   SKIP_WITHOUT_GPU();
@@ -172,22 +175,11 @@ Test(cuda_e88, odd_shapes_and_options) {
     for (int d = 0; d < 3; d++) check_case(&cs[i], dts[d], 10 + 3 * i + (uint64_t)d);
 }
 
-/* Segments walked in several chunks: many blocks make the launcher take replay chunks shorter
- * than the segment (to keep them resident), and each chunk is replayed from the segment's
- * checkpoint. Each case checks that its chunk is shorter than its segments: 2 to 8 chunks a
- * segment, a partial last segment (T % C) whose earliest chunk is partial, columns past v
- * (v = 24), f32 states (f32 values, linear_state), and n = 16 and 64. */
-Test(cuda_e88, segments_in_several_chunks) {
-  SKIP_WITHOUT_GPU();
-  const cfg_t cs[] = {
-      {.B = 16, .T = 150, .H = 83, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .C = 64},
-      {.B = 16, .T = 40, .H = 83, .n = 32, .v = 24, .gate = 1, .s0 = 0, .l2 = 1, .C = 16},
-      {.B = 16, .T = 70, .H = 83, .n = 16, .v = 32, .gate = 0, .s0 = 1, .l2 = 1, .C = 32},
-      {.B = 8, .T = 45, .H = 41, .n = 64, .v = 64, .gate = 1, .s0 = 1, .l2 = 1, .C = 16},
-      {.B = 16, .T = 50, .H = 83, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .lin = 1, .C = 16},
-  };
+/* Runs each case in bf16 and f32 (seeds from seed0) after checking the launcher's chunk: the
+ * whole checkpoint interval (whole), else shorter than it (several chunks an interval). */
+static void check_chunked(const cfg_t *cs, size_t count, int whole, uint64_t seed0) {
   static const eng_dtype_t dts[] = {ENG_BF16, ENG_F32};
-  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+  for (size_t i = 0; i < count; i++)
     for (int d = 0; d < 2; d++) {
       const cfg_t *c = &cs[i];
 #ifdef ENG_HAVE_CUDA
@@ -197,11 +189,46 @@ Test(cuda_e88, segments_in_several_chunks) {
       cr_assert_eq(eng_kcuda_e88_backward_chunk(dts[d], &s, c->gate, &steps), 0);
       char what[160];
       describe(c, dts[d], what, sizeof what);
-      cr_assert(steps > 0 && steps < c->C, "%s: a chunk of %d steps, not several a segment", what,
-                steps);
+      if (whole)
+        cr_assert_eq(steps, c->C, "%s: chunks of %d steps, not one an interval", what, steps);
+      else
+        cr_assert(steps > 0 && steps < c->C, "%s: a chunk of %d steps, not several an interval",
+                  what, steps);
 #endif
-      check_case(c, dts[d], 60 + 2 * i + (uint64_t)d);
+      check_case(c, dts[d], seed0 + 2 * i + (uint64_t)d);
     }
+}
+
+/* Intervals walked in several chunks: many blocks make the launcher take replay chunks shorter
+ * than the interval (to keep them resident), and each chunk is replayed from the interval's
+ * checkpoint: 2 to 8 chunks an interval, a partial last interval (T % C) whose earliest chunk is
+ * partial, columns past v (v = 24), f32 states (f32 values, linear_state), and n = 16 and 64. */
+Test(cuda_e88, segments_in_several_chunks) {
+  SKIP_WITHOUT_GPU();
+  const cfg_t cs[] = {
+      {.B = 16, .T = 150, .H = 83, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .C = 64},
+      {.B = 16, .T = 40, .H = 83, .n = 32, .v = 24, .gate = 1, .s0 = 0, .l2 = 1, .C = 16},
+      {.B = 16, .T = 70, .H = 83, .n = 16, .v = 32, .gate = 0, .s0 = 1, .l2 = 1, .C = 32},
+      {.B = 8, .T = 45, .H = 41, .n = 64, .v = 64, .gate = 1, .s0 = 1, .l2 = 1, .C = 16},
+      {.B = 16, .T = 50, .H = 83, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .lin = 1, .C = 16},
+  };
+  check_chunked(cs, sizeof cs / sizeof cs[0], 0, 60);
+}
+
+/* Checkpoint intervals shorter than the backward's staged segment (16 steps): a segment then holds
+ * several intervals, each walked as one chunk replayed from its own checkpoint. Partial last
+ * segments and partial last intervals, C = 1, every n, a tanh and a linear state, both gates. */
+Test(cuda_e88, segments_of_several_intervals) {
+  SKIP_WITHOUT_GPU();
+  const cfg_t cs[] = {
+      {.B = 3, .T = 37, .H = 2, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .C = 5},
+      {.B = 2, .T = 29, .H = 3, .n = 32, .v = 32, .gate = 0, .s0 = 0, .l2 = 1, .C = 4},
+      {.B = 2, .T = 50, .H = 3, .n = 16, .v = 16, .gate = 0, .s0 = 1, .l2 = 1, .C = 3},
+      {.B = 2, .T = 33, .H = 2, .n = 64, .v = 64, .gate = 1, .s0 = 1, .l2 = 1, .C = 8},
+      {.B = 2, .T = 20, .H = 2, .n = 32, .v = 24, .gate = 1, .s0 = 1, .l2 = 1, .C = 1},
+      {.B = 2, .T = 41, .H = 2, .n = 32, .v = 32, .gate = 1, .s0 = 1, .l2 = 1, .lin = 1, .C = 7},
+  };
+  check_chunked(cs, sizeof cs / sizeof cs[0], 1, 100);
 }
 
 /* q and k rows whose squares sum below f32's smallest normal number: the 16-bit l2 staging's

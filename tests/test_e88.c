@@ -2,7 +2,7 @@
  * implementation written here straight from the math, ckpt's delta and o trace against the
  * forward's other outputs, the backward against central finite differences of the forward in f64
  * (every input, with and without l2, gate, linear_state and S0, T = 1 and T not a multiple of
- * ckpt_every), lower dtypes against f64, and the misuse errors. */
+ * ckpt_every), the default interval, lower dtypes against f64, and the misuse errors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,6 +336,46 @@ Test(e88, backward_does_not_depend_on_ckpt_every) {
   release_inputs(&in);
 }
 
+/* ckpt_every 0 (and opts NULL) is the default interval: 8 at n = 32, 16 elsewhere. The ckpt holds
+ * that many checkpoints, and the backward with C = 0 is the one with the interval written out. */
+Test(e88, default_checkpoint_interval) {
+  static const struct {
+    int64_t n;
+    int C;
+  } want[] = {{32, 8}, {16, 16}};
+  for (int i = 0; i < 2; i++) {
+    cfg_t c = {.B = 1, .T = 21, .H = 2, .n = want[i].n, .v = 4, .gate = 1, .s0 = 1, .l2 = 1, .C = 0};
+    inputs_t in = make_inputs(&c, ENG_F64, 81 + (uint64_t)i);
+    eng_tensor_t *y = NULL, *ck = NULL, *ck_null = NULL;
+    const eng_e88_opts_t o = opts_of(&c);
+    T_OK(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], &o, &y, NULL, &ck));
+    eng_tensor_release(y), y = NULL;
+    T_OK(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], NULL, &y, NULL,
+                    &ck_null));
+    const int64_t nck = (c.T + want[i].C - 1) / want[i].C, W = nck * c.n * c.v + 2 * c.T * c.v;
+    cr_assert_eq(ck->shape[2], W, "n=%lld: ckpt width %lld, want %lld (C = %d)", (long long)c.n,
+                 (long long)ck->shape[2], (long long)W, want[i].C);
+    cr_assert_eq(ck_null->shape[2], W, "n=%lld: opts NULL gives another interval", (long long)c.n);
+    int64_t ys[4] = {c.B, c.T, c.H, c.v}, ss[4] = {c.B, c.H, c.n, c.v};
+    eng_tensor_t *dy = t_rand_tensor(ys, 4, ENG_F64, 83, -1, 1),
+                 *dST = t_rand_tensor(ss, 4, ENG_F64, 84, -1, 1);
+    cfg_t ce = c;
+    ce.C = want[i].C;
+    eng_e88_grads_t g0 = grads_of(&c, &in, dy, dST), ge = grads_of(&ce, &in, dy, dST);
+    for (int w = 0; w < NIN; w++) {
+      double *r = t_values(grad_of(&ge, w));
+      cr_assert(t_rel_err(grad_of(&g0, w), r, eng_tensor_numel(grad_of(&ge, w))) == 0,
+                "n=%lld: d%s with C = 0 is not the one with C = %d", (long long)c.n, NAME[w],
+                want[i].C);
+      free(r);
+    }
+    release_grads(&g0), release_grads(&ge);
+    eng_tensor_release(y), eng_tensor_release(ck), eng_tensor_release(ck_null);
+    eng_tensor_release(dy), eng_tensor_release(dST);
+    release_inputs(&in);
+  }
+}
+
 /* f32, f16, bf16 gradients against f64 ones on the same (rounded) values. */
 Test(e88, backward_lower_dtypes) {
   cfg_t c = {.B = 2, .T = 19, .H = 3, .n = 8, .v = 4, .gate = 1, .s0 = 1, .l2 = 1, .C = 16};
@@ -408,9 +448,9 @@ Test(e88, misuse_is_an_error) {
   eng_tensor_release(bad);
   T_FAILS(eng_op_e88(in.t[IQ], in.t[IK], NULL, in.t[IDEC], NULL, NULL, NULL, &y, NULL, NULL),
           ENG_ERR_ARG, "v is missing");
-  eng_e88_opts_t o = {.l2 = 1, .ckpt_every = 0};
+  eng_e88_opts_t o = {.l2 = 1, .ckpt_every = -1};
   T_FAILS(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], NULL, NULL, &o, &y, NULL, NULL),
-          ENG_ERR_ARG, "ckpt_every must be >= 1");
+          ENG_ERR_ARG, "ckpt_every must be >= 1 (or 0: the default), got -1");
   int64_t si[4] = {2, 5, 2, 4};
   bad = t_rand_tensor(si, 4, ENG_I32, 1, -3, 3);
   T_FAILS(eng_op_e88(bad, bad, bad, in.t[IDEC], NULL, NULL, NULL, &y, NULL, NULL), ENG_ERR_DTYPE,

@@ -175,12 +175,12 @@ eng_status_t eng_op_e23_backward(eng_tensor_t *xw, eng_tensor_t *W_h, eng_tensor
  * ckpt [B,H,W] (state dtype) is what e88_backward needs, per (b, h): the state before steps 0, C,
  * 2C, ... (C = ckpt_every; ceil(T/C) of n*v each), then delta [T][v] and o [T][v] of every step
  * (W = ceil(T/C)*n*v + 2*T*v, eng_e88_ckpt_len in kernels/cpu/e88.h). e88_backward recomputes
- * each segment from its checkpoint with the saved delta. opts NULL: l2 on, tanh, C = 16.
+ * each segment from its checkpoint with the saved delta. opts NULL: l2 on, tanh, the default C.
  * S_T and ckpt may be NULL when not wanted (no ckpt: none is written). */
 typedef struct {
   int l2;           /* normalize q and k (default 1) */
   int linear_state; /* no tanh on the state (default 0) */
-  int ckpt_every;   /* checkpoint interval C >= 1 (default 16) */
+  int ckpt_every;   /* checkpoint interval C >= 1; 0: the default, 8 at n = 32, else 16 */
 } eng_e88_opts_t;
 eng_status_t eng_op_e88(eng_tensor_t *q, eng_tensor_t *k, eng_tensor_t *v, eng_tensor_t *decay,
                         eng_tensor_t *g, eng_tensor_t *S0, const eng_e88_opts_t *opts,

@@ -25,6 +25,14 @@ typedef struct {
   int l2, linear_state;
 } eng_e88_shape_t;
 
+/* The checkpoint interval C when none is asked for: 8 at n = 32, else 16. Measured on an H100
+ * (docs/PERF.md, session 19): the CUDA backward walks at most 8-9 steps of n = 32 states in one
+ * chunk, so a 16-step interval was replayed half again (the later chunk from its checkpoint);
+ * 8-step intervals replay no step twice: -6% backward for +44% checkpoint bytes at the 436.7M
+ * model's layer. At n = 16 one chunk holds 16 steps (8 only adds chunks: +7%), and n = 64 gains
+ * nothing for its bytes. */
+static inline int64_t eng_e88_default_ckpt_every(int64_t n) { return n == 32 ? 8 : 16; }
+
 /* Number of checkpoints: ceil(T / C). */
 static inline int64_t eng_e88_n_ckpt(int64_t T, int64_t C) { return (T + C - 1) / C; }
 

@@ -15,6 +15,9 @@ namespace eng_e88 {
 namespace {
 
 constexpr int kBwdMinChunk = 8;  // the shortest replay chunk the occupancy rule may pick
+// A staged segment holds the inputs of about this many steps (whole checkpoint intervals): its
+// l2 norms, copies and barriers are paid once a segment, however short the intervals.
+constexpr int kBwdStage = 16;
 
 template <int N> struct BGeo : Lay<N> {
   using Lay<N>::RL, Lay<N>::P, Lay<N>::CW;
@@ -35,16 +38,16 @@ template <int RL> __host__ __device__ constexpr int swz(int i) {
 }
 
 // The backward's shared memory, in bytes (each part 16-byte aligned): the chunk's states but its
-// last (Lb-1 steps of RL values a thread, SH each), k^ and q^ of the segment ([C][2N] f32: k^ then
-// q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2 (the walk, once it has
+// last (Lb-1 steps of RL values a thread, SH each), k^ and q^ of the staged segment of S steps
+// ([S][2N] f32: k^ then q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2 (the walk, once it has
 // read a step's, writes the lanes' ddecay partials over it), each warp's sums over its columns of
 // the chunk's dq^/dk^ rows [warps][Lb][2N] (shared-memory f32 atomics are compare-and-swap loops:
-// the chunk's end sums the warps instead), the warps' transpose buffers, decay [C], the l2
-// backward's factors of q and k ([2][C] float2), the segment's delta and o from the ckpt row
-// ([C][V] f32 each; o only with the gate) and its raw inputs (q, k [C][N], g, dy [C][V] of T).
+// the chunk's end sums the warps instead), the warps' transpose buffers, decay [S], the l2
+// backward's factors of q and k ([2][S] float2), the segment's delta and o from the ckpt row
+// ([S][V] f32 each; o only with the gate) and its raw inputs (q, k [S][N], g, dy [S][V] of T).
 struct BwdLayout {
   size_t states, kq, cb, acc, tb, df, nf, rdl, ro, rq, rk, rg, rdy, total;
-  __host__ __device__ BwdLayout(int N, int RL, int V, int C, int Lb, int nthreads, size_t ssize,
+  __host__ __device__ BwdLayout(int N, int RL, int V, int S, int Lb, int nthreads, size_t ssize,
                                 size_t tsize, bool gate) {
     const int nwarps = nthreads / 32, VW = nwarps * (32 * RL / N);
     size_t at = 0;
@@ -54,18 +57,18 @@ struct BwdLayout {
       return here;
     };
     states = take((size_t)(Lb - 1) * nthreads * RL * ssize);
-    kq = take(sizeof(float) * C * 2 * N);
+    kq = take(sizeof(float) * S * 2 * N);
     cb = take(sizeof(float2) * Lb * VW);
     acc = take(sizeof(float) * nwarps * Lb * 2 * N);
     tb = take(sizeof(float) * nwarps * 32 * (RL + 1));
-    df = take(sizeof(float) * C);
-    nf = take(sizeof(float2) * 2 * C);
-    rdl = take(sizeof(float) * C * V);
-    ro = take(gate ? sizeof(float) * C * V : 0);
-    rq = take(tsize * C * N);
-    rk = take(tsize * C * N);
-    rg = take(gate ? tsize * C * V : 0);
-    rdy = take(tsize * C * V);
+    df = take(sizeof(float) * S);
+    nf = take(sizeof(float2) * 2 * S);
+    rdl = take(sizeof(float) * S * V);
+    ro = take(gate ? sizeof(float) * S * V : 0);
+    rq = take(tsize * S * N);
+    rk = take(tsize * S * N);
+    rg = take(gate ? tsize * S * V : 0);
+    rdy = take(tsize * S * V);
     total = at;
   }
 };
@@ -164,14 +167,14 @@ template <typename T> struct SegBufs {
   T *q, *k, *g, *dy;
 };
 
-// Copies segment seg's inputs into sb (cp.async, 16 bytes a copy, when the launcher found every
-// piece aligned; else element by element) and its decay into registers d0, d1 (step tid and
-// tid + nt: C <= 64 and nt >= 32). trace: the (b, h)'s ckpt row. V and nt: v and the block's
+// Copies staged segment seg's inputs (steps seg S .. seg S + S - 1) into sb (cp.async, 16 bytes a
+// copy, when the launcher found every piece aligned; else element by element) and its decay into
+// registers d0, d1 (step tid and tid + nt: S <= 64 and nt >= 32). trace: the (b, h)'s ckpt row. V and nt: v and the block's
 // threads, as the kernel has them (constants where it has v compiled in).
 template <typename T, int N, bool GATE>
 __device__ __forceinline__ void fetch_segment(const Params &p, int64_t row_base, const float *trace, int seg,
                                               const SegBufs<T> &sb, T &d0, T &d1, int V, int nt) {
-  const int t0 = seg * p.C, len = min(p.C, p.T - t0), tid = threadIdx.x;
+  const int t0 = seg * p.S, len = min(p.S, p.T - t0), tid = threadIdx.x;
   const int64_t row0 = row_base + (int64_t)t0 * p.H, vstep = (int64_t)p.H * V;
   const float *dl = trace + delta_at(p, N) + (int64_t)t0 * V, *o = trace + o_at(p, N) + (int64_t)t0 * V;
   const T *q = (const T *)p.q + row0 * N, *k = (const T *)p.k + row0 * N,
@@ -236,11 +239,11 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   // The lane's ddecay slot (in floats) from its column's cb entry: the warp's 2 CW floats of a step
   // (n = 64: 16, so lane ^ 16 adds first).
   const int dslot = lane - 2 * (lane % CW);
-  const int C = p.C, Lb = p.L, VW = (nt / 32) * CW, bh = blockIdx.x, b = bh / p.H,
+  const int C = p.C, S = p.S, Lb = p.L, VW = (nt / 32) * CW, bh = blockIdx.x, b = bh / p.H,
             h = bh % p.H;
   extern __shared__ uint4 smem[];
   char *base = reinterpret_cast<char *>(smem);
-  const BwdLayout lay(N, RL, V, C, Lb, nt, sizeof(SH), sizeof(T), GATE);
+  const BwdLayout lay(N, RL, V, S, Lb, nt, sizeof(SH), sizeof(T), GATE);
   uint4 *states = reinterpret_cast<uint4 *>(base + lay.states);
   float *kq = reinterpret_cast<float *>(base + lay.kq),
         *acc = reinterpret_cast<float *>(base + lay.acc), *df = reinterpret_cast<float *>(base + lay.df);
@@ -309,12 +312,14 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 #pragma unroll
     for (int r = 0; r < RL; r++) s[r] = ck[r * V];
   };
-  if (p.nck > 0) {
+  // The staged segments (S steps, whole checkpoint intervals), the last first.
+  const int nseg = (p.T + S - 1) / S;
+  if (nseg > 0) {
     load_ckpt(p.nck - 1);
-    fetch_segment<T, N, GATE>(p, row_base, trace, p.nck - 1, sb, dn0, dn1, V, nt);
+    fetch_segment<T, N, GATE>(p, row_base, trace, nseg - 1, sb, dn0, dn1, V, nt);
   }
-  for (int seg = p.nck - 1; seg >= 0; seg--) {
-    const int t0 = seg * C, t1 = min(t0 + C, p.T), len = t1 - t0;
+  for (int seg = nseg - 1; seg >= 0; seg--) {
+    const int t0 = seg * S, t1 = min(t0 + S, p.T), len = t1 - t0;
     cp_async_wait();
     __syncthreads();  // the raw copy landed; the previous segment is done with kq, df, nf
     {
@@ -325,14 +330,19 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
             store_f32<RS::PE>(kq + u * N2 + (isk ? 0 : N) + at, x);
             // dx = (dx^ - x^ (x^ . dx^) d / a) / d, d = a + eps (0 at x = 0)
             const float da = a > 0.f ? (FAST ? div_ftz(a + kEps, a) : (a + kEps) / a) : 0.f;
-            if (at == 0) nf[isk * C + u] = make_float2(da, inv);
+            if (at == 0) nf[isk * S + u] = make_float2(da, inv);
           });
       if (tid < len) df[tid] = load(&dn0);
       if (tid + nt < len) df[tid + nt] = load(&dn1);
     }
     __syncthreads();
-    for (int c1 = t1; c1 > t0; c1 -= Lb) {
-      const int c0 = max(t0, c1 - Lb), n = c1 - c0;
+    // Chunks of at most Lb steps from the segment's end, none across a checkpoint: each is replayed
+    // from the checkpoint of its interval (ck, starting at step k0), so a chunk that starts at one
+    // replays nothing twice.
+    for (int c1 = t1, c0 = 0; c1 > t0; c1 = c0) {
+      const int ck = (c1 - 1) / C, k0 = ck * C;
+      c0 = max(k0, c1 - Lb);
+      const int n = c1 - c0;
       // (delta, dL/do) of the chunk's steps and the warp's columns into cb, and dg = dy o silu'(g)
       // with dL/do = dy silu(g) (gate; else dL/do = dy): a lane takes a pair of columns (V and the
       // pairs are even) of every SPI-th step. Columns j >= V get zeros (their dS stays 0).
@@ -360,13 +370,13 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         }
       }
       __syncwarp();  // cb's entries of a column written by its lanes
-      // Replay t0 .. c1-1 from the checkpoint in s with the saved delta (no sum over rows): prev
+      // Replay k0 .. c1-1 from the checkpoint in s with the saved delta (no sum over rows): prev
       // gets the state before c0; states u = 0 .. n-2 of the chunk go to shared memory, the last
       // stays in s. Each replayed state of the chunk also gives dq^ = S_t dL/do_t, which nothing in
       // the walk's chain waits for: its transpose round runs here, among the replay's independent
       // chains, instead of in the walk, whose instructions wait on each other.
       float prev[RL];
-      const float *kqp = kq + i0, *dlp = sb.dl + (active ? col : 0);
+      const float *kqp = kq + (k0 - t0) * N2 + i0, *dlp = sb.dl + (k0 - t0) * V + (active ? col : 0);
       auto advance = [&](int us) {
         float kh[RL];
         load_rows<RL>(kqp, kh);
@@ -375,7 +385,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
         kqp += N2, dlp += V;
       };
-      for (int us = 0; us < c0 - t0; us++) advance(us);
+      for (int us = k0 - t0; us < c0 - t0; us++) advance(us);
 #pragma unroll
       for (int r = 0; r < RL; r++) prev[r] = s[r];
       {
@@ -460,10 +470,10 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
         walk_step(prev, n > 1);
         dk_round();
       }
-      if (c0 > t0) {
-        load_ckpt(seg);  // the next chunk's
-      } else if (seg > 0) {
-        load_ckpt(seg - 1);
+      if (c0 > k0) {
+        load_ckpt(ck);  // the next chunk's
+      } else if (ck > 0) {
+        load_ckpt(ck - 1);
       }
       __syncthreads();
       // The chunk's dq, dk rows, summed over the warps, through the l2 backward: N/8 lanes a row,
@@ -492,7 +502,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 #pragma unroll
             for (int m = LPR / 2; m >= 1; m >>= 1) xg += __shfl_xor_sync(kFull, xg, m);
             if (ok) {
-              const float2 f = nf[kind * C + c0 - t0 + u];
+              const float2 f = nf[kind * S + c0 - t0 + u];
               const float coef = xg * f.x;
 #pragma unroll
               for (int i = 0; i < 8; i++) g[i] = (g[i] - x[i] * coef) * f.y;
@@ -535,9 +545,10 @@ template <typename T> bool prefetchable(const Params &p) {
   return (p.V * sizeof(T)) % 16 == 0 && (ptrs & 15) == 0;
 }
 
-// The replay chunk Lb (a longer one replays fewer steps), as the forward's forward_chunk: the
-// blocks should all be resident at once (a second wave of a few blocks runs nearly alone: at the
-// layer's shape 664 blocks need 6 an SM), so the longest chunk, up to the segment,
+// The staged segment S: whole checkpoint intervals, kBwdStage steps or one interval where that is
+// longer. The replay chunk Lb (a longer one replays fewer steps), as the forward's forward_chunk:
+// the blocks should all be resident at once (a second wave of a few blocks runs nearly alone: at
+// the layer's shape 664 blocks need 6 an SM), so the longest chunk, up to the interval,
 // whose shared memory lets ceil(blocks / SMs) blocks (as far as registers allow) share an SM, and
 // at least kBwdMinChunk. Never more than the opt-in limit.
 template <typename T, typename SH, int N, bool LIN, bool GATE, int VC>
@@ -547,9 +558,10 @@ int launch_backward_sh(const Params &p0, cudaStream_t st, int *chunk) {
   constexpr int CW = BGeo<N>::CW;
   const int nthreads = (p.V + CW - 1) / CW * 32;
   p.prefetch = prefetchable<T>(p);
+  p.S = p.C * (p.C < kBwdStage ? kBwdStage / p.C : 1);
   if (GATE && ((uintptr_t)p.dg & (2 * sizeof(T) - 1))) return (int)cudaErrorMisalignedAddress;
   auto bytes = [&](int Lb) {
-    return BwdLayout(N, BGeo<N>::RL, p.V, p.C, Lb, nthreads, sizeof(SH), sizeof(T), GATE).total;
+    return BwdLayout(N, BGeo<N>::RL, p.V, p.S, Lb, nthreads, sizeof(SH), sizeof(T), GATE).total;
   };
   // The chosen chunk is kept per shape (ChunkMemo): a model calls each layer with the same shape,
   // and the device queries, the shared-memory opt-in and the occupancy search cost microseconds.

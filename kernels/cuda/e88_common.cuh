@@ -76,6 +76,7 @@ struct Params {
   void *y, *dq, *dk, *dv, *ddecay, *dg;
   float *S_T, *ckpt, *dS0;
   int B, T, H, V, C, nck, L;  // L: steps per chunk (forward) or per replayed chunk (backward)
+  int S;  // backward: steps a staged segment, a multiple of C (its inputs in shared memory)
   int64_t cklen;              // ckpt's floats a (b, h): checkpoints, then delta and o (cpu/e88.h)
   int split_from;             // forward: blocks from this one hold half of a head's columns
   bool l2, lin, gate;

@@ -24,15 +24,16 @@ usage: engine run scripts/bench/recurrent.lua [--peer FILE.json] [--quick] [--on
   --quick  few repeats (a smoke run; the numbers are not for PERF.md)
   --only   only the cases whose name contains NAME (plain substring)
   --ckpt-every
-           the checkpoint interval of E88 and E23, in steps (default 16, the published kernels'):
-           a shorter one replays less in the backward and saves more in the forward
+           the checkpoint interval of E88 and E23, in steps (default: each op's own, E88's 8 at
+           n = 32 else 16, E23's 16): a shorter one replays less in the backward and saves more
+           in the forward
   --cpu    the CPU's tiny rows even where a GPU is present]]
 
 local cli = dofile(script_dir .. "/cli.lua")
 local opts = cli.parse("recurrent.lua", USAGE, {...},
                        {flags = {"quick", "cpu"}, values = {"only", "peer"},
                         numbers = {["ckpt-every"] = {what = "steps", whole = true, least = 1}}})
-local CKPT_EVERY = opts["ckpt-every"] or 16
+local CKPT_EVERY = opts["ckpt-every"]  -- nil: the ops' defaults (each call is given nil)
 
 -- The PyTorch peer's results (scripts/peers/torch_recurrent.py), keyed by case name.
 local peer, peer_cases = nil, {}
@@ -108,10 +109,9 @@ local runners = {}
 
 -- floors: the SFU (one tanh per state element and step: 16 per clock per SM), the bytes moved,
 -- and the dependent chain (T steps of ~100 cycles: 8 FMAs, the column shuffles, an FMA, a tanh).
-local function e88_floors(c, bwd)
+local function e88_floors(c, bwd, nck)
   local elems = c.B * c.T * c.H * c.n * c.v
   local sfu = elems / (machine.sm * 16 * machine.clock_hz) * 1e6
-  local nck = math.ceil(c.T / CKPT_EVERY)
   local io = c.B * c.T * c.H * (2 * c.n + 2 * c.v + 1) * 2 + c.B * c.H * nck * c.n * c.v * 4
   -- the backward also reads ckpt's trace: delta and o of every step, in f32
   local trace = c.B * c.T * c.H * c.v * 2 * 4
@@ -133,6 +133,8 @@ function runners.e88(c, dtype)
   local S0 = engine.zeros({c.B, c.H, c.n, c.v}, {dtype = dtype == "f64" and "f64" or "f32", device = dev})
   local fo, bo = {state = S0, ckpt_every = CKPT_EVERY}, {ckpt_every = CKPT_EVERY}
   local y, S_T, ckpt = F.e88_forward(q, k, v, decay, g, fo)
+  -- the checkpoints the forward wrote: ckpt [B,H,W], W = nck n v + 2 T v
+  local nck = math.floor((ckpt:shape()[3] - 2 * c.T * c.v) / (c.n * c.v))
   local dy = engine.randn({c.B, c.T, c.H, c.v}, o)
   local function bwd() return F.e88_backward(q, k, v, decay, g, S0, ckpt, dy, nil, bo) end
   local r = {}
@@ -141,8 +143,9 @@ function runners.e88(c, dtype)
   r.bwd = time_us(bwd)
   r.fwd_peak = peak_bytes(function() return F.e88_forward(q, k, v, decay, g, fo) end)
   r.bwd_peak = peak_bytes(bwd)
-  r.fwd_floor, r.fwd_floor_why = e88_floors(c, false)
-  r.bwd_floor, r.bwd_floor_why = e88_floors(c, true)
+  r.fwd_floor, r.fwd_floor_why = e88_floors(c, false, nck)
+  r.bwd_floor, r.bwd_floor_why = e88_floors(c, true, nck)
+  r.nck = nck
   return r
 end
 
@@ -191,6 +194,8 @@ function runners.e23(c, dtype)
   local tape0 = engine.randn({c.B, c.N, c.d}, o) * 0.5
   local opts = {state = h0, tape = tape0, ckpt_every = CKPT_EVERY}
   local hs, _, _, ck = F.e23_forward(xw, Wh, Ww, b, opts)
+  -- the checkpoints the forward wrote: ck [B,W], W = nck N d + T (2 N + d)
+  local nck = math.floor((ck:shape()[2] - c.T * (2 * c.N + c.d)) / (c.N * c.d))
   local dhs = engine.randn({c.B, c.T, c.d}, o)
   local function bwd() return F.e23_backward(xw, Wh, Ww, b, h0, hs, ck, dhs, nil, nil, {ckpt_every = CKPT_EVERY}) end
   local r = {}
@@ -200,7 +205,7 @@ function runners.e23(c, dtype)
   r.bwd_peak = peak_bytes(bwd)
   local seq, w = c.B * c.T * c.d * 2, c.d * c.d * 2
   -- ckpt (f32): the tape checkpoints, then the a, r and w trace of every step
-  local ck_bytes = c.B * (math.ceil(c.T / CKPT_EVERY) * c.N * c.d + c.T * (2 * c.N + c.d)) * 4
+  local ck_bytes = c.B * (nck * c.N * c.d + c.T * (2 * c.N + c.d)) * 4
   r.fwd_floor, r.fwd_floor_why = e_floors(c, 2 * seq + 2 * w + ck_bytes, 0, 2)
   r.bwd_floor, r.bwd_floor_why = e_floors(c, 6 * seq + 4 * w + ck_bytes, 4 * c.B * c.T * c.d * c.d, 4)
   r.extra = string.format("per step: fwd %.2f us (target 3, published 24.3), bwd %.2f us (target 6)",
@@ -251,8 +256,9 @@ end
 local PEER_COLS = " %9s %7s %9s %7s"
 
 print(string.format("recurrent kernels on %s (%s); times in us per layer call, median of %d%s; " ..
-                    "E88 and E23 checkpoint every %d steps", dev, machine.name, REPS,
-                    opts.quick and " (--quick: smoke numbers)" or "", CKPT_EVERY))
+                    "%s", dev, machine.name, REPS, opts.quick and " (--quick: smoke numbers)" or "",
+                    CKPT_EVERY and string.format("E88 and E23 checkpoint every %d steps", CKPT_EVERY)
+                      or "E88 and E23 checkpoint at their ops' default intervals"))
 if peer then
   local m = type(peer.meta) == "table" and peer.meta or {}
   local function s(x) return (x == nil or x == json.null) and "?" or tostring(x) end
@@ -298,8 +304,8 @@ for _, c in ipairs(cases) do
                           r.fwd_floor_why, r.bwd_floor_why))
       if r.extra then print(string.format("%-16s %-22s %s", "", "", r.extra)) end
       if r.fwd_ckpt then
-        print(string.format("%-16s %-22s fwd with checkpoints (e88_forward): %s us%s", "", "",
-                            fmt(r.fwd_ckpt), c.target and string.format(
+        print(string.format("%-16s %-22s fwd with checkpoints (e88_forward, %d of them): %s us%s",
+                            "", "", r.nck, fmt(r.fwd_ckpt), c.target and string.format(
                               "; targets fwd <= %d, bwd <= %d and <= 2.5x fwd", c.target.fwd,
                               c.target.bwd) or ""))
       end

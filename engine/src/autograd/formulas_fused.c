@@ -58,7 +58,7 @@ static eng_status_t e88_bw(eng_ag_node_t *n, eng_tensor_t *const *gout, eng_tens
     return eng_error(ENG_ERR_ARG, "backward of e88: the forward ran without its state checkpoints");
   eng_e88_opts_t o = {.l2 = !(n->attrs.flags & ENG_ATTR_E88_NO_L2),
                       .linear_state = (n->attrs.flags & ENG_ATTR_E88_LINEAR) != 0,
-                      .ckpt_every = n->attrs.i[0] ? (int)n->attrs.i[0] : 16};
+                      .ckpt_every = (int)n->attrs.i[0]};  /* 0: the op's default */
   eng_e88_grads_t g = {0};
   eng_status_t st = eng_op_e88_backward(eng_ag_in(n, 0), eng_ag_in(n, 1), eng_ag_in(n, 2), eng_ag_in(n, 3),
                                         eng_ag_in(n, 4), eng_ag_in(n, 5), eng_ag_out(n, 2), gout[0], gout[1], &o, &g);

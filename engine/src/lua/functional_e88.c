@@ -21,7 +21,7 @@ static int opt_bool(lua_State *L, int idx, const char *key, const char *op, int 
 
 /* The options table at idx (nil or none: defaults); its state tensor into *S0 when S0 is given. */
 static eng_e88_opts_t read_opts(lua_State *L, int idx, const char *op, eng_tensor_t **S0) {
-  eng_e88_opts_t o = {.l2 = 1, .linear_state = 0, .ckpt_every = 16};
+  eng_e88_opts_t o = {.l2 = 1, .linear_state = 0, .ckpt_every = 0};  /* 0: the default */
   if (S0) *S0 = NULL;
   if (lua_isnoneornil(L, idx)) return o;
   if (lua_type(L, idx) != LUA_TTABLE) lt_type_error(L, idx, op, "an options table");
@@ -92,12 +92,13 @@ static int f_e88_backward(lua_State *L) {
 static const lt_reg_t regs[] = {
     {"e88", f_e88,
      "engine.F.e88(q, k, v, decay[, g][, {state = S0, l2 = true, linear_state = false, "
-     "ckpt_every = 16}]) -> y, S_T",
+     "ckpt_every}]) -> y, S_T",
      "The E88 recurrence, per batch and head with state S [n,v] (S0, or zero): k^ = k/(|k|+1e-6), "
      "q^ likewise (l2 = false: as given); delta = v_t - S^T k^; S <- tanh(decay_t S + k^ delta^T) "
      "(linear_state: no tanh); y_t = (S^T q^) * silu(g_t) (g nil: no gate). q, k [B,T,H,n]; v, g "
      "[B,T,H,v]; decay [B,T,H]; S0, S_T [B,H,n,v] in f32 (f64 for f64 values). On CUDA: f32, f16, "
-     "bf16 with n in {16, 32, 64}.",
+     "bf16 with n in {16, 32, 64}. ckpt_every: the backward's checkpoint interval (default 8 at "
+     "n = 32, else 16: where the CUDA backward replays fewest steps for the bytes).",
      NULL},
     {"e88_forward", f_e88_forward,
      "engine.F.e88_forward(q, k, v, decay[, g][, opts]) -> y, S_T, ckpt",

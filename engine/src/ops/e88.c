@@ -1,7 +1,8 @@
 /* e88 and e88_backward: the E88 recurrence (kernels/cpu/e88.h has the math and the layouts).
  * Shape/dtype rules, the CPU adapters (on contiguous copies) and the typed functions.
  *
- * attrs of both ops: i[0] ckpt_every (0: 16), flags ENG_ATTR_E88_NO_L2 | ENG_ATTR_E88_LINEAR.
+ * attrs of both ops: i[0] ckpt_every (0: eng_e88_default_ckpt_every, kernels/cpu/e88.h), flags
+ * ENG_ATTR_E88_NO_L2 | ENG_ATTR_E88_LINEAR.
  * e88:          in  q, k, v, decay, g (optional), S0 (optional)
  *               out y; S_T; ckpt -- the first n_out of them (1 to 3), so inference can skip the
  *               checkpoints and the trace; ckpt [B,H,eng_e88_ckpt_len] in the state dtype
@@ -29,7 +30,7 @@ void eng_e88_shape_of(const eng_op_call_t *call, eng_e88_shape_t *s) {
   s->H = q->shape[2];
   s->n = q->shape[3];
   s->v = v->shape[3];
-  s->ckpt_every = call->attrs.i[0] ? call->attrs.i[0] : 16;
+  s->ckpt_every = call->attrs.i[0] ? call->attrs.i[0] : eng_e88_default_ckpt_every(s->n);
   s->l2 = !(call->attrs.flags & ENG_ATTR_E88_NO_L2);
   s->linear_state = (call->attrs.flags & ENG_ATTR_E88_LINEAR) != 0;
 }
@@ -168,12 +169,13 @@ eng_status_t eng_cpu_e88_backward(const eng_op_call_t *call) {
 
 /* ---- typed functions ---- */
 
-static const eng_e88_opts_t DEFAULTS = {.l2 = 1, .linear_state = 0, .ckpt_every = 16};
+static const eng_e88_opts_t DEFAULTS = {.l2 = 1, .linear_state = 0, .ckpt_every = 0};
 
 static eng_status_t set_attrs(const char *op, const eng_e88_opts_t *o, eng_op_attrs_t *a) {
   if (!o) o = &DEFAULTS;
-  if (o->ckpt_every < 1)
-    return eng_error(ENG_ERR_ARG, "%s: ckpt_every must be >= 1, got %d", op, o->ckpt_every);
+  if (o->ckpt_every < 0)
+    return eng_error(ENG_ERR_ARG, "%s: ckpt_every must be >= 1 (or 0: the default), got %d", op,
+                     o->ckpt_every);
   a->i[0] = o->ckpt_every;
   a->ni = 1;
   a->flags = (o->l2 ? 0 : ENG_ATTR_E88_NO_L2) | (o->linear_state ? ENG_ATTR_E88_LINEAR : 0);

@@ -91,7 +91,7 @@ eng_status_t eng_infer_e23_backward(eng_op_call_t *call);
 eng_status_t eng_cpu_e23_backward(const eng_op_call_t *call);
 /* E-series: e88.c (e88: in q, k, v, decay, g, S0; out y, S_T, ckpt -- the first n_out.
  * e88_backward: in q, k, v, decay, g, S0, ckpt, dy, dS_T; out dq, dk, dv, ddecay, dg, dS0.
- * attrs: i[0] ckpt_every (0: 16), flags below) */
+ * attrs: i[0] ckpt_every (0: eng_e88_default_ckpt_every), flags below) */
 #define ENG_ATTR_E88_NO_L2 1  /* e88: q and k are used as given */
 #define ENG_ATTR_E88_LINEAR 2 /* e88: no tanh on the state */
 eng_status_t eng_infer_e88(eng_op_call_t *call);
