@@ -344,11 +344,12 @@ Test(e88, default_checkpoint_interval) {
     int C;
   } want[] = {{32, 8}, {16, 16}};
   for (int i = 0; i < 2; i++) {
-    cfg_t c = {.B = 1, .T = 21, .H = 2, .n = want[i].n, .v = 4, .gate = 1, .s0 = 1, .l2 = 1, .C = 0};
+    cfg_t c = {.B = 1, .T = 21, .H = 2, .n = want[i].n, .v = 4, .gate = 1, .s0 = 1, .l2 = 1};
     inputs_t in = make_inputs(&c, ENG_F64, 81 + (uint64_t)i);
     eng_tensor_t *y = NULL, *ck = NULL, *ck_null = NULL;
     const eng_e88_opts_t o = opts_of(&c);
-    T_OK(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], &o, &y, NULL, &ck));
+    T_OK(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], &o, &y, NULL,
+                    &ck));
     eng_tensor_release(y), y = NULL;
     T_OK(eng_op_e88(in.t[IQ], in.t[IK], in.t[IV], in.t[IDEC], in.t[IG], in.t[IS0], NULL, &y, NULL,
                     &ck_null));

@@ -6,10 +6,10 @@
 // chain. e88_fwd.cu: a producer warp stages each chunk's inputs while the compute warps run the
 // previous one, and writes y, and delta and o of every step into the ckpt row (cpu/e88.h).
 // e88_bwd.cu: the inputs of ~16 steps (whole checkpoint intervals) are staged at a time; each
-// interval is replayed from its checkpoint with the saved delta (S <- tanh(decay S + k^
-// delta^T): no sum over rows, so the replay is elementwise), its states kept in shared memory (as f16 when they are tanh outputs of 16-bit values), then walked back
-// with dS in registers; dg takes the saved o; the row sums go through a per-warp transpose in
-// shared memory.
+// interval is replayed from its checkpoint with the saved delta (S <- tanh(decay S + k^ delta^T):
+// no sum over rows, so the replay is elementwise), its states kept in shared memory (as f16 when
+// they are tanh outputs of 16-bit values), then walked back with dS in registers; dg takes the
+// saved o; the row sums go through a per-warp transpose in shared memory.
 #include "cuda/e88_common.cuh"
 
 namespace {

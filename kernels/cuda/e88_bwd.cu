@@ -39,12 +39,13 @@ template <int RL> __host__ __device__ constexpr int swz(int i) {
 
 // The backward's shared memory, in bytes (each part 16-byte aligned): the chunk's states but its
 // last (Lb-1 steps of RL values a thread, SH each), k^ and q^ of the staged segment of S steps
-// ([S][2N] f32: k^ then q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2 (the walk, once it has
-// read a step's, writes the lanes' ddecay partials over it), each warp's sums over its columns of
-// the chunk's dq^/dk^ rows [warps][Lb][2N] (shared-memory f32 atomics are compare-and-swap loops:
-// the chunk's end sums the warps instead), the warps' transpose buffers, decay [S], the l2
-// backward's factors of q and k ([2][S] float2), the segment's delta and o from the ckpt row
-// ([S][V] f32 each; o only with the gate) and its raw inputs (q, k [S][N], g, dy [S][V] of T).
+// ([S][2N] f32: k^ then q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2
+// (the walk, once it has read a step's, writes the lanes' ddecay partials over it), each warp's
+// sums over its columns of the chunk's dq^/dk^ rows [warps][Lb][2N] (shared-memory f32 atomics
+// are compare-and-swap loops: the chunk's end sums the warps instead), the warps' transpose
+// buffers, decay [S], the l2 backward's factors of q and k ([2][S] float2), the segment's delta
+// and o from the ckpt row ([S][V] f32 each; o only with the gate) and its raw inputs (q, k
+// [S][N], g, dy [S][V] of T).
 struct BwdLayout {
   size_t states, kq, cb, acc, tb, df, nf, rdl, ro, rq, rk, rg, rdy, total;
   __host__ __device__ BwdLayout(int N, int RL, int V, int S, int Lb, int nthreads, size_t ssize,
@@ -169,8 +170,9 @@ template <typename T> struct SegBufs {
 
 // Copies staged segment seg's inputs (steps seg S .. seg S + S - 1) into sb (cp.async, 16 bytes a
 // copy, when the launcher found every piece aligned; else element by element) and its decay into
-// registers d0, d1 (step tid and tid + nt: S <= 64 and nt >= 32). trace: the (b, h)'s ckpt row. V and nt: v and the block's
-// threads, as the kernel has them (constants where it has v compiled in).
+// registers d0, d1 (step tid and tid + nt: S <= 64 and nt >= 32). trace: the (b, h)'s ckpt row.
+// V and nt: v and the block's threads, as the kernel has them (constants where it has v compiled
+// in).
 template <typename T, int N, bool GATE>
 __device__ __forceinline__ void fetch_segment(const Params &p, int64_t row_base, const float *trace, int seg,
                                               const SegBufs<T> &sb, T &d0, T &d1, int V, int nt) {
@@ -376,7 +378,8 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       // the walk's chain waits for: its transpose round runs here, among the replay's independent
       // chains, instead of in the walk, whose instructions wait on each other.
       float prev[RL];
-      const float *kqp = kq + (k0 - t0) * N2 + i0, *dlp = sb.dl + (k0 - t0) * V + (active ? col : 0);
+      const float *kqp = kq + (k0 - t0) * N2 + i0,
+                  *dlp = sb.dl + (k0 - t0) * V + (active ? col : 0);
       auto advance = [&](int us) {
         float kh[RL];
         load_rows<RL>(kqp, kh);

@@ -257,8 +257,9 @@ local PEER_COLS = " %9s %7s %9s %7s"
 
 print(string.format("recurrent kernels on %s (%s); times in us per layer call, median of %d%s; " ..
                     "%s", dev, machine.name, REPS, opts.quick and " (--quick: smoke numbers)" or "",
-                    CKPT_EVERY and string.format("E88 and E23 checkpoint every %d steps", CKPT_EVERY)
-                      or "E88 and E23 checkpoint at their ops' default intervals"))
+                    CKPT_EVERY and
+                      string.format("E88 and E23 checkpoint every %d steps", CKPT_EVERY) or
+                      "E88 and E23 checkpoint at their ops' default intervals"))
 if peer then
   local m = type(peer.meta) == "table" and peer.meta or {}
   local function s(x) return (x == nil or x == json.null) and "?" or tostring(x) end
