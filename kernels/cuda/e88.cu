@@ -9,7 +9,7 @@
 // interval is replayed from its checkpoint with the saved delta (S <- tanh(decay S + k^ delta^T):
 // no sum over rows, so the replay is elementwise), its states kept in shared memory (as f16 when
 // they are tanh outputs of 16-bit values), then walked back with dS in registers; dg takes the
-// saved o; the row sums go through a per-warp transpose in shared memory.
+// saved o; the row sums are reduce-scatters by shuffles.
 #include "cuda/e88_common.cuh"
 
 namespace {

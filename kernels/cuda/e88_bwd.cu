@@ -4,8 +4,10 @@
 // warp), so the walk's column sum dP^T k^ is RL FMAs and log2(P) shuffles; the replay, given the
 // forward's delta, is elementwise. A block is one (b, h): ceil(V/CW) warps; the lanes of columns
 // j >= V compute with zero inputs and store nothing. The row sums (dq^, dk^), which nothing in the
-// chain waits for, go through a per-warp transpose in shared memory into a per-chunk accumulator:
-// dq^'s in the replay, which has the time (its chains are independent), dk^'s in the walk.
+// chain waits for, are reduce-scatters by shuffles (row_scatter) into a per-chunk accumulator:
+// dq^'s in the replay, which has the time (its chains are independent), dk^'s in the walk. (A
+// transpose through shared memory did the same with twice the shared-memory wavefronts: that pipe
+// bounds this kernel; docs/PERF.md, session 20.)
 // Measured and dropped (docs/PERF.md, session 14): 8 rows a lane at n = 32 (4 warps a head: +25%
 // instructions, and the larger buffers cost the sixth block an SM); dq^ on tensor cores after the
 // replay (a step's B fragments, scales and stores cost what the walk's transpose round saved).
@@ -21,33 +23,87 @@ constexpr int kBwdStage = 16;
 
 template <int N> struct BGeo : Lay<N> {
   using Lay<N>::RL, Lay<N>::P, Lay<N>::CW;
-  // The transpose: a reader lane sums NS lanes' partials of RPL rows; CW/NS readers share a row.
-  static constexpr int NS = RL < CW ? RL : CW, RPL = RL / NS;
-  // A set of NS lanes writes NS*RL floats plus NS of padding, so that the sets' reads at the same
-  // step of the reader loop fall in different banks.
-  static constexpr int SS = NS * (RL + 1), TBW = 32 * (RL + 1);  // floats a set, a warp
-  static constexpr int MAXT = N == 16 ? 512 : 256;                // n*v <= 4096
+  static constexpr int MAXT = N == 16 ? 512 : 256;  // n*v <= 4096
   // 6 blocks of 64 threads an SM at n = 32 (the layer's 664 heads on 132 SMs at once)
   static constexpr int MAXREG = N == 16 ? 128 : 168;
+  // The floats a row of kq or acc takes: 2N and 4 of padding, so that the chunk end's and the l2
+  // norms' 16-byte accesses to neighbouring rows (N/8 lanes a row) fall in different banks.
+  static constexpr int RW = 2 * N + 4;
 };
 
-// The chunk of a lane's 16-byte pieces that chunk c of lane i (within its set) is written to:
-// consecutive groups of 8 lanes (one STS.128 phase) land on distinct bank groups.
-template <int RL> __host__ __device__ constexpr int swz(int i) {
-  return (i / (32 / RL)) & (RL / 4 - 1);
+constexpr int log2c(int x) { return x > 1 ? 1 + log2c(x / 2) : 0; }
+
+// The row sums of a row group: its CW lanes (one column each) hold RL partial rows, and
+// row_scatter sums each row over the lanes by a reduce-scatter of log2(CW) shuffle steps, each
+// halving a lane's slots (RL/CW rows end in a lane where RL >= CW, else one row in CW/RL lanes).
+// A step keeps the lane's first half of its slots and adds the partner's second half, which
+// must hold the same rows: so slot r of a lane holds row r ^ (4 piece_xor(lane)), the lane's
+// bits permuting its 16-byte pieces (where its rows load as whole pieces, load_rows_x). The steps
+// past the piece bits select instead (rows within a piece keep their order).
+template <int RL, int CW> struct Scatter {
+  static constexpr int L = log2c(CW), SB = log2c(RL), PB = SB - 2;  // lane, slot and piece bits
+  static_assert(PB >= 1 && PB <= L, "RL of 8 or 16, CW of 8 or 16");
+  // piece bit PB-1-k is flipped by lane bit L-1-k (the lane bit of step k)
+  __device__ static int piece_xor(int lane) {
+    int x = 0;
+#pragma unroll
+    for (int k = 0; k < PB; k++) x |= ((lane >> (L - 1 - k)) & 1) << (PB - 1 - k);
+    return x;
+  }
+  // The first of the lane's rows (within the row group) and how many: its lane bits, read from
+  // the top, are the row's bits from the top.
+  static constexpr int F = RL >= CW ? RL / CW : 1;
+  __device__ static int first_row(int lane) {
+    const int c = lane % CW;
+    return L <= SB ? c << (SB - L) : c >> (L - SB);
+  }
+};
+
+// Step K of row_scatter on the lane's slots v (2 half of them live).
+template <int RL, int CW, int K> __device__ __forceinline__ void scatter_step(float (&v)[RL], int lane) {
+  using Sc = Scatter<RL, CW>;
+  if constexpr (K < Sc::L) {
+    constexpr int off = CW >> (K + 1), half = (RL >> K) / 2;
+    if constexpr (K < Sc::PB) {  // keep the first half; the partner's second half holds the same rows
+#pragma unroll
+      for (int r = 0; r < half; r++) v[r] += __shfl_xor_sync(kFull, v[r + half], off);
+    } else if constexpr (K < Sc::SB) {  // keep the half that the lane's bit names; send the other
+      const bool hi = (lane >> (Sc::L - 1 - K)) & 1;
+#pragma unroll
+      for (int r = 0; r < half; r++) {
+        const float keep = hi ? v[r + half] : v[r], send = hi ? v[r] : v[r + half];
+        v[r] = keep + __shfl_xor_sync(kFull, send, off);
+      }
+    } else {  // one row left, shared by the lanes of the remaining steps
+      v[0] += __shfl_xor_sync(kFull, v[0], off);
+    }
+    scatter_step<RL, CW, K + 1>(v, lane);
+  }
+}
+
+template <int RL, int CW> __device__ __forceinline__ void row_scatter(const float (&part)[RL], int lane,
+                                                                      float *row) {
+  using Sc = Scatter<RL, CW>;
+  float v[RL];
+#pragma unroll
+  for (int r = 0; r < RL; r++) v[r] = part[r];
+  scatter_step<RL, CW, 0>(v, lane);
+  float *out = row + Sc::first_row(lane);
+  if constexpr (Sc::F == 2) *reinterpret_cast<float2 *>(out) = make_float2(v[0], v[1]);
+  else *out = v[0];
 }
 
 // The backward's shared memory, in bytes (each part 16-byte aligned): the chunk's states but its
 // last (Lb-1 steps of RL values a thread, SH each), k^ and q^ of the staged segment of S steps
-// ([S][2N] f32: k^ then q^ of a step), the chunk's (delta, dL/do) per column [Lb][VW] float2
-// (the walk, once it has read a step's, writes the lanes' ddecay partials over it), each warp's
-// sums over its columns of the chunk's dq^/dk^ rows [warps][Lb][2N] (shared-memory f32 atomics
-// are compare-and-swap loops: the chunk's end sums the warps instead), the warps' transpose
-// buffers, decay [S], the l2 backward's factors of q and k ([2][S] float2), the segment's delta
+// ([S][RW] f32: k^ then q^ of a step, then padding), the chunk's (delta, dL/do) per column
+// [Lb][VW] float2 (the walk, once it has read a step's, writes the lanes' ddecay partials over
+// it), each warp's sums over its columns of the chunk's dq^/dk^ rows [warps][Lb][RW] (shared-memory
+// f32 atomics are compare-and-swap loops: the chunk's end sums the warps instead), decay [S],
+// the l2 backward's factors of q and k ([2][S] float2), the segment's delta
 // and o from the ckpt row ([S][V] f32 each; o only with the gate) and its raw inputs (q, k
 // [S][N], g, dy [S][V] of T).
 struct BwdLayout {
-  size_t states, kq, cb, acc, tb, df, nf, rdl, ro, rq, rk, rg, rdy, total;
+  size_t states, kq, cb, acc, df, nf, rdl, ro, rq, rk, rg, rdy, total;
   __host__ __device__ BwdLayout(int N, int RL, int V, int S, int Lb, int nthreads, size_t ssize,
                                 size_t tsize, bool gate) {
     const int nwarps = nthreads / 32, VW = nwarps * (32 * RL / N);
@@ -58,10 +114,9 @@ struct BwdLayout {
       return here;
     };
     states = take((size_t)(Lb - 1) * nthreads * RL * ssize);
-    kq = take(sizeof(float) * S * 2 * N);
+    kq = take(sizeof(float) * S * (2 * N + 4));  // rows of BGeo::RW floats, as acc's
     cb = take(sizeof(float2) * Lb * VW);
-    acc = take(sizeof(float) * nwarps * Lb * 2 * N);
-    tb = take(sizeof(float) * nwarps * 32 * (RL + 1));
+    acc = take(sizeof(float) * nwarps * Lb * (2 * N + 4));
     df = take(sizeof(float) * S);
     nf = take(sizeof(float2) * 2 * S);
     rdl = take(sizeof(float) * S * V);
@@ -138,6 +193,16 @@ template <typename T> __device__ __forceinline__ void store8(T *out, const float
   }
 }
 
+// RL consecutive floats at p (16-byte aligned), their 16-byte pieces taken in the order
+// 0 ^ rx, 1 ^ rx, ..: the rows of a lane whose slots are permuted by rx (Scatter).
+template <int RL> __device__ __forceinline__ void load_rows_x(const float *p, int rx, float (&x)[RL]) {
+#pragma unroll
+  for (int c = 0; c < RL / 4; c++) {
+    const float4 a = reinterpret_cast<const float4 *>(p)[c ^ rx];
+    x[4 * c] = a.x, x[4 * c + 1] = a.y, x[4 * c + 2] = a.z, x[4 * c + 3] = a.w;
+  }
+}
+
 // Two consecutive elements as one access (p aligned to both of them).
 template <typename T> struct alignas(2 * sizeof(T)) Pair { T a, b; };
 template <typename T> __device__ __forceinline__ float2 load2(const T *p) {
@@ -148,18 +213,6 @@ template <typename T> __device__ __forceinline__ void store2(T *p, float a, floa
   Pair<T> x;
   store(&x.a, a), store(&x.b, b);
   *reinterpret_cast<Pair<T> *>(p) = x;
-}
-
-// The transpose's shared-memory accesses by 32-bit address (the volatile asm keeps them in order
-// with the __syncwarp()s around them).
-__device__ __forceinline__ void st_shared4(unsigned a, float x, float y, float z, float w) {
-  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(x), "f"(y), "f"(z), "f"(w)
-               : "memory");
-}
-__device__ __forceinline__ float ld_shared(unsigned a) {
-  float x;
-  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(a) : "memory");
-  return x;
 }
 
 // A segment's inputs in shared memory: delta, o (f32, from the ckpt row), q, k, g, dy (raw T).
@@ -231,12 +284,15 @@ template <typename T, typename SH, int N, bool LIN, bool GATE, int VC>
 __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
     e88_backward_kernel(Params p) {
   using G = BGeo<N>;
-  constexpr int RL = G::RL, CW = G::CW, NS = G::NS, RPL = G::RPL, N2 = 2 * N;
+  constexpr int RL = G::RL, CW = G::CW, RW = G::RW;
   constexpr int U = RL * (int)sizeof(SH) / 16;  // 16-byte pieces of a thread's state
   constexpr bool FAST = !std::is_same<T, float>::value;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int V = VC ? VC : p.V, nt = VC ? (VC + CW - 1) / CW * 32 : blockDim.x;
   const int col = warp * CW + lane % CW, i0 = (lane / CW) * RL;
+  // Slot r of a lane holds row i0 + (r ^ 4 rx) (Scatter: the row sums' reduce-scatter).
+  const int rx = Scatter<RL, CW>::piece_xor(lane);
+  auto row_at = [&](int r) { return r ^ (rx << 2); };
   const bool active = col < V, rg0 = lane < CW;  // rg0: the column's first lane (stores it)
   // The lane's ddecay slot (in floats) from its column's cb entry: the warp's 2 CW floats of a step
   // (n = 64: 16, so lane ^ 16 adds first).
@@ -256,50 +312,13 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
                       reinterpret_cast<T *>(base + lay.rg), reinterpret_cast<T *>(base + lay.rdy)};
   T *dq = (T *)p.dq, *dk = (T *)p.dk, *dv = (T *)p.dv, *ddecay = (T *)p.ddecay, *dg = (T *)p.dg;
 
-  // The transpose: lane l (set l / NS, index i = l % NS in it) writes its RL partials as 16-byte
-  // pieces at wa[c]; the reader rows r_k = l % NS + k NS (of the lane's RL) are summed over the
-  // set's lanes i at ra[k][swz(i)] + 4 i RL (byte addresses in shared memory).
-  unsigned wa[RL / 4], ra[RPL][RL / 4];
-  {
-    const int set = lane / NS, i = lane % NS;
-    const unsigned sb = smem_addr(base + lay.tb) +
-                        4u * (unsigned)(warp * G::TBW + set * G::SS);
-#pragma unroll
-    for (int c = 0; c < RL / 4; c++) wa[c] = sb + 4u * (unsigned)(i * RL + 4 * (c ^ swz<RL>(i)));
-#pragma unroll
-    for (int k = 0; k < RPL; k++) {
-      const int r = i + k * NS;
-#pragma unroll
-      for (int c = 0; c < RL / 4; c++)
-        ra[k][c] = sb + 4u * (unsigned)(4 * ((r >> 2) ^ c) + (r & 3));
-    }
-  }
-  // One round: part (RL values a lane) summed over the CW lanes of each row group into the warp's
-  // row[i0 ..]. Rounds share the warp's transpose buffer, so each starts with a __syncwarp().
-  auto row_sums = [&](const float (&part)[RL], float *row) {
-    __syncwarp();  // the previous round's readers are done with the transpose buffer
-#pragma unroll
-    for (int c = 0; c < RL / 4; c++)
-      st_shared4(wa[c], part[4 * c], part[4 * c + 1], part[4 * c + 2], part[4 * c + 3]);
-    __syncwarp();
-#pragma unroll
-    for (int k = 0; k < RPL; k++) {
-      float a[4];  // 4 chains of adds (NS is 8 or 16)
-#pragma unroll
-      for (int i = 0; i < 4; i++) a[i] = ld_shared(ra[k][swz<RL>(i)] + 4 * i * RL);
-#pragma unroll
-      for (int i = 4; i < NS; i++) a[i % 4] += ld_shared(ra[k][swz<RL>(i)] + 4 * i * RL);
-      float x = (a[0] + a[1]) + (a[2] + a[3]);
-#pragma unroll
-      for (int m = NS; m < CW; m <<= 1) x += __shfl_xor_sync(kFull, x, m);
-      if (lane % CW < NS) row[i0 + lane % NS + k * NS] = x;
-    }
-  };
+  // One round: part summed over the CW lanes of each row group into the warp's row[i0 ..].
+  auto row_sums = [&](const float (&part)[RL], float *row) { row_scatter<RL, CW>(part, lane, row + i0); };
 
   const int64_t sbase = (int64_t)bh * N * V + (int64_t)i0 * V + col;
   float dS[RL];
 #pragma unroll
-  for (int r = 0; r < RL; r++) dS[r] = p.dS_T && active ? p.dS_T[sbase + (int64_t)r * V] : 0.f;
+  for (int r = 0; r < RL; r++) dS[r] = p.dS_T && active ? p.dS_T[sbase + (int64_t)row_at(r) * V] : 0.f;
 
   const int64_t row_base = row_of(p, b, 0, h), vstep = (int64_t)p.H * V;  // step t: row_base + t H
   const float *trace = p.ckpt_in + (int64_t)bh * p.cklen;  // the checkpoints, delta, o
@@ -312,7 +331,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
   auto load_ckpt = [&](int sg) {
     const float *ck = trace + (int64_t)sg * N * V + i0 * V + (active ? col : 0);
 #pragma unroll
-    for (int r = 0; r < RL; r++) s[r] = ck[r * V];
+    for (int r = 0; r < RL; r++) s[r] = ck[row_at(r) * V];
   };
   // The staged segments (S steps, whole checkpoint intervals), the last first.
   const int nseg = (p.T + S - 1) / S;
@@ -329,7 +348,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       norm_rows<T, N, 16 / (int)sizeof(T)>(
           sb.k, sb.q, N, p.l2, len, warp * RS::RPI, (nt / 32) * RS::RPI, lane,
           [&](bool isk, int u, int at, const float(&x)[RS::PE], float a, float inv) {
-            store_f32<RS::PE>(kq + u * N2 + (isk ? 0 : N) + at, x);
+            store_f32<RS::PE>(kq + u * RW + (isk ? 0 : N) + at, x);
             // dx = (dx^ - x^ (x^ . dx^) d / a) / d, d = a + eps (0 at x = 0)
             const float da = a > 0.f ? (FAST ? div_ftz(a + kEps, a) : (a + kEps) / a) : 0.f;
             if (at == 0) nf[isk * S + u] = make_float2(da, inv);
@@ -375,18 +394,18 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       // Replay k0 .. c1-1 from the checkpoint in s with the saved delta (no sum over rows): prev
       // gets the state before c0; states u = 0 .. n-2 of the chunk go to shared memory, the last
       // stays in s. Each replayed state of the chunk also gives dq^ = S_t dL/do_t, which nothing in
-      // the walk's chain waits for: its transpose round runs here, among the replay's independent
+      // the walk's chain waits for: its row-sum round runs here, among the replay's independent
       // chains, instead of in the walk, whose instructions wait on each other.
       float prev[RL];
-      const float *kqp = kq + (k0 - t0) * N2 + i0,
+      const float *kqp = kq + (k0 - t0) * RW + i0,
                   *dlp = sb.dl + (k0 - t0) * V + (active ? col : 0);
       auto advance = [&](int us) {
         float kh[RL];
-        load_rows<RL>(kqp, kh);
+        load_rows_x<RL>(kqp, rx, kh);
         const float delta = *dlp, dec = df[us];
 #pragma unroll
         for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
-        kqp += N2, dlp += V;
+        kqp += RW, dlp += V;
       };
       for (int us = k0 - t0; us < c0 - t0; us++) advance(us);
 #pragma unroll
@@ -394,7 +413,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       {
         uint4 *sp = states + tid;
         const float2 *cbr = cb + col;
-        float *accr = acc + warp * Lb * N2;
+        float *accr = acc + warp * Lb * RW;
         // Step u's round runs in step u + 1, beside its replay (one block of independent work).
         float part[RL];
         auto take = [&](int u) {
@@ -402,7 +421,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
 #pragma unroll
           for (int r = 0; r < RL; r++) part[r] = s[r] * dov;
         };
-        auto dq_round = [&](int u) { row_sums(part, accr + u * N2); };
+        auto dq_round = [&](int u) { row_sums(part, accr + u * RW); };
         advance(c0 - t0);
         take(0);
         for (int u = 1; u < n; u++, sp += U * nt) {
@@ -420,20 +439,20 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       // Walk back c1-1 .. c0: dS in registers, sn the state after the step, sp before it.
       {
         float (&sn)[RL] = s;  // s is reloaded (load_ckpt) after the walk
-        const float *kqw = kq + (c1 - 1 - t0) * N2 + i0, *dfw = df + (c1 - 1 - t0);
+        const float *kqw = kq + (c1 - 1 - t0) * RW + i0, *dfw = df + (c1 - 1 - t0);
         float2 *cbw = cb + (n - 1) * VW + col;
-        float *accw = acc + (warp * Lb + n - 1) * N2;
+        float *accw = acc + (warp * Lb + n - 1) * RW;
         T *dvw = dv + (row_base + (int64_t)(c1 - 1) * p.H) * V + col;
         const uint4 *spw = states + tid + (n > 1 ? (n - 2) * U * nt : 0);
         // A step's dk^ round runs in the step after it, among that step's dependent chain.
         float part[RL];
-        auto dk_round = [&] { row_sums(part, accw + N2 + N); };  // the step walked last
+        auto dk_round = [&] { row_sums(part, accw + RW + N); };  // the step walked last
         auto walk_step = [&](const float (&sp)[RL], bool later) {
           const float2 dd = *cbw;
           const float delta = dd.x, dov = dd.y;
           {
             float qh[RL];
-            load_rows<RL>(kqw + N, qh);
+            load_rows_x<RL>(kqw + N, rx, qh);
 #pragma unroll
             for (int r = 0; r < RL; r++) dS[r] = fmaf(qh[r], dov, dS[r]);
           }
@@ -443,7 +462,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
             for (int r = 0; r < RL; r++) dS[r] *= fmaf(-sn[r], sn[r], 1.f);  // dP
           }
           float kh[RL];
-          load_rows<RL>(kqw, kh);
+          load_rows_x<RL>(kqw, rx, kh);
           const float ddl = colsum<N>(dot<4>(dS, kh)), dec = *dfw;
           {
             float ddp = dot<2>(dS, sp);  // every lane read the step's cb before colsum's shuffles
@@ -458,7 +477,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
             sn[r] = sp[r];
           }
           if (rg0 && active) store(dvw, ddl);
-          kqw -= N2, dfw--, cbw -= VW, accw -= N2, dvw -= vstep;
+          kqw -= RW, dfw--, cbw -= VW, accw -= RW, dvw -= vstep;
         };
         auto stored_step = [&](bool later) {
           float sp[RL];
@@ -490,15 +509,15 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           const bool ok = rr < 2 * n;
           float g[8] = {}, x[8] = {};
           if (ok) {
-            const float *a = acc + u * N2 + kind * N + e;
+            const float *a = acc + u * RW + kind * N + e;
 #pragma unroll(VC ? 8 : 1)  // a few warps; all loads at once where their count is known
-            for (int w = 0; w < nt / 32; w++, a += Lb * N2) {
+            for (int w = 0; w < nt / 32; w++, a += Lb * RW) {
               float y[8];
               load_rows<8>(a, y);
 #pragma unroll
               for (int i = 0; i < 8; i++) g[i] += y[i];
             }
-            load_rows<8>(kq + (c0 - t0 + u) * N2 + (kind ? 0 : N) + e, x);
+            load_rows<8>(kq + (c0 - t0 + u) * RW + (kind ? 0 : N) + e, x);
           }
           if (l2) {
             float xg = dot<4>(x, g);
@@ -514,28 +533,29 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           if (ok) store8((kind ? dk : dq) + row_of(p, b, c0 + u, h) * N + e, g);
         }
       }
-      // ddecay: the 2 VW partials of a step over 4 lanes (VW / 8 float4 each), 8 steps a warp.
-      for (int u0 = warp * 8; u0 < n; u0 += nt / 4) {
-        const int u = u0 + lane / 4, q4 = lane & 3;
+      // ddecay: the 2 VW partials of a step over 8 lanes (16-byte pieces q, q + 8, .. of the
+      // step's VW / 2: a quarter-warp reads 128 consecutive bytes), 4 steps a warp at a time, so
+      // that every warp takes part.
+      for (int u0 = warp * 4; u0 < n; u0 += nt / 8) {
+        const int u = u0 + lane / 8, q = lane & 7;
         float sum = 0.f;
         if (u < n) {
-          const float4 *a = reinterpret_cast<const float4 *>(cb + u * VW) + q4 * (VW / 8);
-#pragma unroll 1
-          for (int i = 0; i < VW / 8; i++) {
+          const float4 *a = reinterpret_cast<const float4 *>(cb + u * VW);
+          for (int i = q; i < VW / 2; i += 8) {
             const float4 x = a[i];
             sum += (x.x + x.y) + (x.z + x.w);
           }
         }
-        sum += __shfl_xor_sync(kFull, sum, 1);
-        sum += __shfl_xor_sync(kFull, sum, 2);
-        if (u < n && q4 == 0) store(ddecay + row_of(p, b, c0 + u, h), sum);
+#pragma unroll
+        for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(kFull, sum, m);
+        if (u < n && q == 0) store(ddecay + row_of(p, b, c0 + u, h), sum);
       }
       __syncthreads();  // the sums are read before the next chunk's walk rewrites them
     }
   }
   if (p.dS0 && active) {
 #pragma unroll
-    for (int r = 0; r < RL; r++) p.dS0[sbase + (int64_t)r * V] = dS[r];
+    for (int r = 0; r < RL; r++) p.dS0[sbase + (int64_t)row_at(r) * V] = dS[r];
   }
 }
 
