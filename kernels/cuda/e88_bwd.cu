@@ -535,20 +535,40 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
       }
       // ddecay: the 2 VW partials of a step over 8 lanes (16-byte pieces q, q + 8, .. of the
       // step's VW / 2: a quarter-warp reads 128 consecutive bytes), 4 steps a warp at a time, so
-      // that every warp takes part.
-      for (int u0 = warp * 4; u0 < n; u0 += nt / 8) {
-        const int u = u0 + lane / 8, q = lane & 7;
-        float sum = 0.f;
-        if (u < n) {
-          const float4 *a = reinterpret_cast<const float4 *>(cb + u * VW);
-          for (int i = q; i < VW / 2; i += 8) {
-            const float4 x = a[i];
-            sum += (x.x + x.y) + (x.z + x.w);
+      // that every warp takes part. A block of one warp instead takes 8 steps a pass, 4 lanes a
+      // step (VW / 8 pieces each): there a pass's latency is the cost (session 20: +3 to +8% for
+      // heads of one warp with 8 lanes a step).
+      if (nt == 32) {
+        for (int u0 = 0; u0 < n; u0 += 8) {
+          const int u = u0 + lane / 4, q4 = lane & 3;
+          float sum = 0.f;
+          if (u < n) {
+            const float4 *a = reinterpret_cast<const float4 *>(cb + u * VW) + q4 * (VW / 8);
+#pragma unroll 1
+            for (int i = 0; i < VW / 8; i++) {
+              const float4 x = a[i];
+              sum += (x.x + x.y) + (x.z + x.w);
+            }
           }
+          sum += __shfl_xor_sync(kFull, sum, 1);
+          sum += __shfl_xor_sync(kFull, sum, 2);
+          if (u < n && q4 == 0) store(ddecay + row_of(p, b, c0 + u, h), sum);
         }
+      } else {
+        for (int u0 = warp * 4; u0 < n; u0 += nt / 8) {
+          const int u = u0 + lane / 8, q = lane & 7;
+          float sum = 0.f;
+          if (u < n) {
+            const float4 *a = reinterpret_cast<const float4 *>(cb + u * VW);
+            for (int i = q; i < VW / 2; i += 8) {
+              const float4 x = a[i];
+              sum += (x.x + x.y) + (x.z + x.w);
+            }
+          }
 #pragma unroll
-        for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(kFull, sum, m);
-        if (u < n && q == 0) store(ddecay + row_of(p, b, c0 + u, h), sum);
+          for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(kFull, sum, m);
+          if (u < n && q == 0) store(ddecay + row_of(p, b, c0 + u, h), sum);
+        }
       }
       __syncthreads();  // the sums are read before the next chunk's walk rewrites them
     }
