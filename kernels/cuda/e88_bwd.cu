@@ -21,14 +21,16 @@ constexpr int kBwdMinChunk = 8;  // the shortest replay chunk the occupancy rule
 // l2 norms, copies and barriers are paid once a segment, however short the intervals.
 constexpr int kBwdStage = 16;
 
+// The floats a row of kq or acc takes: 2N and 4 of padding, so that the chunk end's and the l2
+// norms' 16-byte accesses to neighbouring rows (N/8 lanes a row) fall in different banks.
+__host__ __device__ constexpr int row_floats(int N) { return 2 * N + 4; }
+
 template <int N> struct BGeo : Lay<N> {
   using Lay<N>::RL, Lay<N>::P, Lay<N>::CW;
   static constexpr int MAXT = N == 16 ? 512 : 256;  // n*v <= 4096
   // 6 blocks of 64 threads an SM at n = 32 (the layer's 664 heads on 132 SMs at once)
   static constexpr int MAXREG = N == 16 ? 128 : 168;
-  // The floats a row of kq or acc takes: 2N and 4 of padding, so that the chunk end's and the l2
-  // norms' 16-byte accesses to neighbouring rows (N/8 lanes a row) fall in different banks.
-  static constexpr int RW = 2 * N + 4;
+  static constexpr int RW = row_floats(N);
 };
 
 constexpr int log2c(int x) { return x > 1 ? 1 + log2c(x / 2) : 0; }
@@ -38,7 +40,7 @@ constexpr int log2c(int x) { return x > 1 ? 1 + log2c(x / 2) : 0; }
 // halving a lane's slots (RL/CW rows end in a lane where RL >= CW, else one row in CW/RL lanes).
 // A step keeps the lane's first half of its slots and adds the partner's second half, which
 // must hold the same rows: so slot r of a lane holds row r ^ (4 piece_xor(lane)), the lane's
-// bits permuting its 16-byte pieces (where its rows load as whole pieces, load_rows_x). The steps
+// bits permuting its 16-byte pieces (where its rows load as whole pieces, load_rows). The steps
 // past the piece bits select instead (rows within a piece keep their order).
 template <int RL, int CW> struct Scatter {
   static constexpr int L = log2c(CW), SB = log2c(RL), PB = SB - 2;  // lane, slot and piece bits
@@ -60,11 +62,12 @@ template <int RL, int CW> struct Scatter {
 };
 
 // Step K of row_scatter on the lane's slots v (2 half of them live).
-template <int RL, int CW, int K> __device__ __forceinline__ void scatter_step(float (&v)[RL], int lane) {
+template <int RL, int CW, int K>
+__device__ __forceinline__ void scatter_step(float (&v)[RL], int lane) {
   using Sc = Scatter<RL, CW>;
   if constexpr (K < Sc::L) {
     constexpr int off = CW >> (K + 1), half = (RL >> K) / 2;
-    if constexpr (K < Sc::PB) {  // keep the first half; the partner's second half holds the same rows
+    if constexpr (K < Sc::PB) {  // keep the first half: the partner's second half, same rows
 #pragma unroll
       for (int r = 0; r < half; r++) v[r] += __shfl_xor_sync(kFull, v[r + half], off);
     } else if constexpr (K < Sc::SB) {  // keep the half that the lane's bit names; send the other
@@ -81,8 +84,8 @@ template <int RL, int CW, int K> __device__ __forceinline__ void scatter_step(fl
   }
 }
 
-template <int RL, int CW> __device__ __forceinline__ void row_scatter(const float (&part)[RL], int lane,
-                                                                      float *row) {
+template <int RL, int CW>
+__device__ __forceinline__ void row_scatter(const float (&part)[RL], int lane, float *row) {
   using Sc = Scatter<RL, CW>;
   float v[RL];
 #pragma unroll
@@ -95,13 +98,13 @@ template <int RL, int CW> __device__ __forceinline__ void row_scatter(const floa
 
 // The backward's shared memory, in bytes (each part 16-byte aligned): the chunk's states but its
 // last (Lb-1 steps of RL values a thread, SH each), k^ and q^ of the staged segment of S steps
-// ([S][RW] f32: k^ then q^ of a step, then padding), the chunk's (delta, dL/do) per column
-// [Lb][VW] float2 (the walk, once it has read a step's, writes the lanes' ddecay partials over
-// it), each warp's sums over its columns of the chunk's dq^/dk^ rows [warps][Lb][RW] (shared-memory
-// f32 atomics are compare-and-swap loops: the chunk's end sums the warps instead), decay [S],
-// the l2 backward's factors of q and k ([2][S] float2), the segment's delta
-// and o from the ckpt row ([S][V] f32 each; o only with the gate) and its raw inputs (q, k
-// [S][N], g, dy [S][V] of T).
+// ([S][RW] f32, RW = row_floats(N): k^ then q^ of a step, then padding), the chunk's (delta, dL/do)
+// per column [Lb][VW] float2 (the walk, once it has read a step's, writes the lanes' ddecay
+// partials over it), each warp's sums over its columns of the chunk's dq^/dk^ rows [warps][Lb][RW]
+// (shared-memory f32 atomics are compare-and-swap loops: the chunk's end sums the warps instead),
+// decay [S], the l2 backward's factors of q and k ([2][S] float2), the segment's delta and o from
+// the ckpt row ([S][V] f32 each; o only with the gate) and its raw inputs (q, k [S][N], g, dy
+// [S][V] of T).
 struct BwdLayout {
   size_t states, kq, cb, acc, df, nf, rdl, ro, rq, rk, rg, rdy, total;
   __host__ __device__ BwdLayout(int N, int RL, int V, int S, int Lb, int nthreads, size_t ssize,
@@ -114,9 +117,9 @@ struct BwdLayout {
       return here;
     };
     states = take((size_t)(Lb - 1) * nthreads * RL * ssize);
-    kq = take(sizeof(float) * S * (2 * N + 4));  // rows of BGeo::RW floats, as acc's
+    kq = take(sizeof(float) * S * row_floats(N));
     cb = take(sizeof(float2) * Lb * VW);
-    acc = take(sizeof(float) * nwarps * Lb * (2 * N + 4));
+    acc = take(sizeof(float) * nwarps * Lb * row_floats(N));
     df = take(sizeof(float) * S);
     nf = take(sizeof(float2) * 2 * S);
     rdl = take(sizeof(float) * S * V);
@@ -190,16 +193,6 @@ template <typename T> __device__ __forceinline__ void store8(T *out, const float
   } else {
 #pragma unroll
     for (int i = 0; i < 8; i++) store(out + i, x[i]);
-  }
-}
-
-// RL consecutive floats at p (16-byte aligned), their 16-byte pieces taken in the order
-// 0 ^ rx, 1 ^ rx, ..: the rows of a lane whose slots are permuted by rx (Scatter).
-template <int RL> __device__ __forceinline__ void load_rows_x(const float *p, int rx, float (&x)[RL]) {
-#pragma unroll
-  for (int c = 0; c < RL / 4; c++) {
-    const float4 a = reinterpret_cast<const float4 *>(p)[c ^ rx];
-    x[4 * c] = a.x, x[4 * c + 1] = a.y, x[4 * c + 2] = a.z, x[4 * c + 3] = a.w;
   }
 }
 
@@ -401,7 +394,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
                   *dlp = sb.dl + (k0 - t0) * V + (active ? col : 0);
       auto advance = [&](int us) {
         float kh[RL];
-        load_rows_x<RL>(kqp, rx, kh);
+        load_rows<RL>(kqp, kh, rx);
         const float delta = *dlp, dec = df[us];
 #pragma unroll
         for (int r = 0; r < RL; r++) s[r] = act<FAST>(fmaf(kh[r], delta, dec * s[r]), LIN);
@@ -452,7 +445,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
           const float delta = dd.x, dov = dd.y;
           {
             float qh[RL];
-            load_rows_x<RL>(kqw + N, rx, qh);
+            load_rows<RL>(kqw + N, qh, rx);
 #pragma unroll
             for (int r = 0; r < RL; r++) dS[r] = fmaf(qh[r], dov, dS[r]);
           }
@@ -462,7 +455,7 @@ __global__ void __launch_bounds__(BGeo<N>::MAXT) __maxnreg__(BGeo<N>::MAXREG)
             for (int r = 0; r < RL; r++) dS[r] *= fmaf(-sn[r], sn[r], 1.f);  // dP
           }
           float kh[RL];
-          load_rows_x<RL>(kqw, rx, kh);
+          load_rows<RL>(kqw, kh, rx);
           const float ddl = colsum<N>(dot<4>(dS, kh)), dec = *dfw;
           {
             float ddp = dot<2>(dS, sp);  // every lane read the step's cb before colsum's shuffles

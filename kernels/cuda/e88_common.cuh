@@ -48,12 +48,13 @@ template <int K = 4, int RL> __device__ __forceinline__ float dot(const float (&
   return K == 4 ? (c[0] + c[1]) + (c[K - 2] + c[K - 1]) : c[0] + c[1];
 }
 
-// RL consecutive floats at p (16-byte aligned).
-template <int RL> __device__ __forceinline__ void load_rows(const float *p, float (&x)[RL]) {
+// RL consecutive floats at p (16-byte aligned), their 16-byte pieces taken in the order 0 ^ rx,
+// 1 ^ rx, .. (rx: the backward's per-lane permutation of its rows, e88_bwd.cu's Scatter).
+template <int RL> __device__ __forceinline__ void load_rows(const float *p, float (&x)[RL], int rx = 0) {
 #pragma unroll
-  for (int r = 0; r < RL; r += 4) {
-    const float4 a = *reinterpret_cast<const float4 *>(p + r);
-    x[r] = a.x, x[r + 1] = a.y, x[r + 2] = a.z, x[r + 3] = a.w;
+  for (int c = 0; c < RL / 4; c++) {
+    const float4 a = reinterpret_cast<const float4 *>(p)[c ^ rx];
+    x[4 * c] = a.x, x[4 * c + 1] = a.y, x[4 * c + 2] = a.z, x[4 * c + 3] = a.w;
   }
 }
 
