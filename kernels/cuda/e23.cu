@@ -1163,15 +1163,19 @@ template <typename T> struct FwdTc23 {
 
 template <typename T> struct BwdTc23 {
   using fn = void (*)(P23<T>);
-  static fn get(const tc::Tiling &tl, TcVariant v) {
+  // seg_on: the plan keeps the segment store on chip (the fused column sums)
+  static fn get(const tc::Tiling &tl, TcVariant v, bool seg_on) {
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#define E23_TB_PICK(M_, K_, W_, F_)                                                          \
+  (!v.pack   ? (v.split ? nullptr : e23_bwd_tc<T, M_, K_, W_, false, false, F_>)              \
+   : v.split ? e23_bwd_tc<T, M_, K_, W_, true, true, F_>                                      \
+             : e23_bwd_tc<T, M_, K_, W_, false, true, F_>)
 #define E23_TB_CASE(M_, K_, W_)                                                             \
   if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)                                            \
-    return !v.pack ? (v.split ? nullptr : e23_bwd_tc<T, M_, K_, W_, false, false>)          \
-                   : v.split ? e23_bwd_tc<T, M_, K_, W_, true, true>                        \
-                             : e23_bwd_tc<T, M_, K_, W_, false, true>;
+    return seg_on ? E23_TB_PICK(M_, K_, W_, true) : E23_TB_PICK(M_, K_, W_, false);
       E23_TB_TILINGS(E23_TB_CASE)
 #undef E23_TB_CASE
+#undef E23_TB_PICK
     }
     (void)tl, (void)v;
     return nullptr;
@@ -1260,7 +1264,7 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
     const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
       TbPlan23 tp;
       if (!plan(g, &tp)) return 0;
-      return resident_clusters(BwdTc23<T>::get(tl, tc_variant(tp.pl, tl, N)), tp.pl,
+      return resident_clusters(BwdTc23<T>::get(tl, tc_variant(tp.pl, tl, N), tp.seg), tp.pl,
                                32u * (unsigned)tl.nw);
     });
     if (bg > 0 && plan(bg, out)) return true;
@@ -1275,7 +1279,7 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
       p.tb_dh = tp.dh, p.tb_w = tp.w, p.tb_seg = tp.seg, p.tb_cs = tp.cs_steps;
       p.scratch = static_cast<acc_t<T> *>(scratch);
-      return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N)), tp.pl,
+      return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N), tp.seg), tp.pl,
                     (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
                     32u * (unsigned)tp.tl.nw);
     }

@@ -1,7 +1,7 @@
 // The E23 backward's sequential part on tensor cores (bf16, the tilings of E23_TB_TILINGS),
 // included by cuda/e23.cu after the forward. The CTA owns units [r0, r0 + R) as in e23_fwd_tc;
 // thread q finishes the column pair (c, c + 1), c = r0 + 2 (q % (R / 2)), of batch row
-// n = q / (R / 2); a thread per (batch row, slot) forms the sums over the CTA's R columns.
+// n = q / (R / 2), and the sums over the CTA's R columns are reduce-scatters over those threads.
 //
 // Two tc::Steps keep the fragments of the CTA's rows of W_write^T and W_h^T in registers; they
 // share tc::Step's state buffers: buffer 0 carries dw (the write's gradient) and buffer 1 dpre,
@@ -14,7 +14,7 @@
 // and the partial da = dH . (w - H), then dpre and the partial dr = H . dpre.
 //
 // Arrays indexed by slot i, batch row g and unit jj are laid out [i][g][R] (f32): the pair thread
-// reads float2 at (g = n, jj = c - r0), the slot thread float4 runs along jj. The tape gradient
+// reads float2 at (g = n, jj = c - r0), the replay a column of four slots. The tape gradient
 // dH [N][bg][R], the segment's w_t ws [C][bg][R] and its tapes seg [CS][N][bg][R] live in shared
 // memory when they fit, else in the CTA's global scratch (L2; then CS = C).
 //
@@ -164,11 +164,43 @@ __device__ __forceinline__ void replay_slots(int s0, int s1, int n, const float 
   }
 }
 
+// The sums of v[0..8) over the W lanes of the lane's group (W = R / 2 = 16 or 32, a power of two
+// >= 8, groups aligned) as a reduce-scatter: three halving steps, then a butterfly over the W / 8
+// lanes that hold one sum. Returns the sum of value (lane % W) / (W / 8); 7 + log2(W / 8)
+// shuffles, where a warp sum of each would take 8 log2(W).
+template <int W> __device__ __forceinline__ float reduce_scatter8(float (&v)[8], int lane) {
+  static_assert(W >= 8 && W <= 32 && (W & (W - 1)) == 0, "groups of 8 to 32 lanes");
+#pragma unroll
+  for (int o = W / 2, k = 4; k >= 1; o /= 2, k /= 2) {
+    const bool up = lane & o;  // keeps values [k, 2k), its partner [0, k)
+#pragma unroll
+    for (int j = 0; j < k; j++) {
+      const float give = up ? v[j] : v[j + k], keep = up ? v[j + k] : v[j];
+      v[j] = keep + __shfl_xor_sync(0xffffffffu, give, o);
+    }
+  }
+  float s = v[0];
+#pragma unroll
+  for (int o = W / 16; o >= 1; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+// v at local shared address `at` in CTAs q, q + step, .. < CS of the cluster, counted on each
+// one's mbarrier at local address `bar`: the step lanes that hold a sum send it together.
+template <int CS, int STEP>
+__device__ __forceinline__ void put_some_async(float *at, float v, uint32_t bar, int q) {
+  const uint32_t a = smem_addr(at);
+#pragma unroll
+  for (int k = 0; k < CS / STEP; k++)
+    st_async(mapa(a, q + k * STEP), __float_as_uint(v), mapa(bar, q + k * STEP));
+}
+
 // Hides p's value from the compiler: the DSMEM addresses derived from it (8 CTAs x hi/lo a
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
 
-template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK>
+// FUSED: the segment store on chip, the column sums fused into the pair loops (slot_loop below).
+template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK, bool FUSED>
 __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   using S = tc::Step<T, MT, KS, NW, PACK ? tc::kPacked : tc::kHiLo>;
   using P = tc::Pair<T>;
@@ -177,7 +209,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   extern __shared__ __align__(128) unsigned char tc_smem[];
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
-  if (cs != S::CS || p.d != d || p.bg > S::NR) __trap();  // the plan picks the tiling and PACK
+  // the plan picks the tiling, PACK and FUSED
+  if (cs != S::CS || p.d != d || p.bg > S::NR || (bool)p.tb_seg != FUSED) __trap();
   // per-CTA sizes and indices in int (a CTA's arrays are far below 2^31 elements)
   const int N = (int)p.N, bg = (int)p.bg, C = (int)p.C, SL = bg * R;  // SL: floats a slot
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
@@ -240,21 +273,6 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     return fin ? make_float2(load(p.dhs + base + t * d), load(p.dhs + base + t * d + 1))
                : make_float2(0.f, 0.f);
   };
-  // This CTA's sums over its R columns into every CTA's part (counted on `bar`), a task per
-  // (batch row g, slot i) with term(g, i, q) its float4 piece q: qs lanes a task (the most that the
-  // CTA holds for the tasks left, up to R / 4: where the tasks outnumber the threads, the last
-  // round's few tasks take several lanes each), reduced by shuffles. Tasks run from the CTA's last
-  // thread down, away from the pair threads' work before them; every thread runs the same rounds,
-  // so the shuffles see whole warps. The rounds of qa lanes a task cover tasks [0, ta), a last one
-  // of qb lanes the rest.
-  const int tasks = bg * N;
-  auto lanes_for = [&](int count) {  // lanes a task for `count` tasks
-    int q = 1;
-    while (2 * q <= R / 4 && count * 2 * q <= nth) q *= 2;
-    return q;
-  };
-  const int qa = lanes_for(tasks), ta = tasks - tasks % (nth / qa), qb = lanes_for(tasks - ta);
-  auto f4 = [](const float *p) { return reinterpret_cast<const float4 *>(p); };
   // The split threads' partial sums v added up at sp == 0 (every thread calls it: a barrier).
   // One xp serves a step's three gathers: between one's reads and the next one's writes there is
   // always a barrier (the product's, the dpre broadcast's or the step's last).
@@ -264,7 +282,58 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     __syncthreads();
     return act ? sl.add_others(xp, v) : v;
   };
+  // The pair threads' loops over their slots [i0, i1) at the pair: term(i, x, h) gets dH[i] and
+  // H[i] there and returns the pair's share of a sum over the units for slot i (dw's loop: da;
+  // dH's update: dr). FUSED (the tapes on chip): those sums are reduce-scatters over the R / 2 pair
+  // threads of a (part sp, batch row n), one warp or half of one, 8 slots at a time, and the
+  // W / 8 lanes that hold a slot's sum send it to every CTA's part (counted on `bar`): the tape
+  // and dH are read once a loop, and no barrier or one-lane sends to all CTAs wait on the sums.
+  // Every thread of a warp with split threads runs the same chunks (the shuffles need whole
+  // warps); threads past the split add zeros (ie = i0). A chunk's loads are issued before its
+  // terms (after term's stores into dH they would wait for each other). Otherwise (the tapes in
+  // L2: B = 64, N = 64) the loop only runs term and column_sums forms the sums after it: fused, that
+  // case ran 23% slower (37 against 30 us a step; not analysed: the tasks' float4 loads over the
+  // whole CTA may hide L2's latency better than five warps' chunks of 8 slots).
+  constexpr int W = R / 2, W8 = W / 8;
+  const int ie = sact ? i1 : i0, span = (N + sl.SP - 1) / sl.SP;  // span: most slots a part holds
+  const bool wact = warp * 32 < sl.SP * sl.pairs;                 // a warp with split threads
+  auto slot_loop = [&](float *Hs, float *part, uint32_t bar, auto term) {
+    if constexpr (!FUSED) {
+      if (sact)
+#pragma unroll 2
+        for (int i = i0; i < i1; i++) term(i, *pair_at(dH + i * SL), *pair_at(Hs + i * SL));
+      return;
+    }
+    if (!wact) return;
+    for (int cb = i0; cb < i0 + span; cb += 8) {
+      float2 x[8], h[8];
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (cb + j < ie) x[j] = *pair_at(dH + (cb + j) * SL), h[j] = *pair_at(Hs + (cb + j) * SL);
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; j++) v[j] = cb + j < ie ? term(cb + j, x[j], h[j]) : 0.f;
+      const float sum = reduce_scatter8<W>(v, lane);
+      const int i = cb + (lane % W) / W8;
+      if (i < ie) put_some_async<S::CS, W8>(part + (rank * bg + n) * N + i, sum, bar, lane % W8);
+    }
+  };
+  // Not FUSED: this CTA's sums over its R columns into every CTA's part, a task per (batch
+  // row g, slot i) with term(g, i, q) its float4 piece q: qs lanes a task (the most that the CTA
+  // holds for the tasks left, up to R / 4: where the tasks outnumber the threads, the last round's
+  // few tasks take several lanes each), reduced by shuffles. Tasks run from the CTA's last thread
+  // down, away from the pair threads' work before them; every thread runs the same rounds, so
+  // the shuffles see whole warps. The rounds of qa lanes a task cover tasks [0, ta), a last one
+  // of qb lanes the rest.
+  auto lanes_for = [&](int count) {  // lanes a task for `count` tasks
+    int q = 1;
+    while (2 * q <= R / 4 && count * 2 * q <= nth) q *= 2;
+    return q;
+  };
+  auto f4 = [](const float *p) { return reinterpret_cast<const float4 *>(p); };
   auto column_sums = [&](float *part, uint32_t bar, auto term) {
+    const int tasks = bg * N, qa = lanes_for(tasks), ta = tasks - tasks % (nth / qa),
+              qb = lanes_for(tasks - ta);
     for (int t0 = 0; t0 < tasks;) {
       const int qs = t0 < ta ? qa : qb;
       const int k = nth - 1 - tid, task = t0 + k / qs, lq = k % qs;
@@ -348,24 +417,24 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       opaque(sw.hb), opaque(part1), opaque(part2);
       sh.hb = sw.hb;
       float *Hs = seg + (s - s0) * N * SL;
-      const float *wt = ws + s * SL;
+      float *wt = ws + s * SL;
       const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
       // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
       float2 dw = make_float2(0.f, 0.f);
-      if (sact)
-#pragma unroll 2
-        for (int i = i0; i < i1; i++) {
-          const float2 x = *pair_at(dH + i * SL);
-          dw.x += a[i] * x.x, dw.y += a[i] * x.y;
-        }
+      const float2 wp = sact ? *pair_at(wt) : dw;
+      slot_loop(Hs, part1, dx.of(0), [&](int i, float2 x, float2 h) {
+        dw.x += a[i] * x.x, dw.y += a[i] * x.y;
+        return x.x * (wp.x - h.x) + x.y * (wp.y - h.y);
+      });
       dw = gather(dw);
       if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
-      column_sums(part1, dx.of(0), [&](int g, int i, int q) {
-        const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
-                     wa = f4(wt + g * R)[q];
-        return xa.x * (wa.x - ha.x) + xa.y * (wa.y - ha.y) + xa.z * (wa.z - ha.z) +
-               xa.w * (wa.w - ha.w);
-      });
+      if (!FUSED)
+        column_sums(part1, dx.of(0), [&](int g, int i, int q) {
+          const float4 xa = f4(dH + i * SL + g * R)[q], ha = f4(Hs + i * SL + g * R)[q],
+                       wa = f4(wt + g * R)[q];
+          return xa.x * (wa.x - ha.x) + xa.y * (wa.y - ha.y) + xa.z * (wa.z - ha.z) +
+                 xa.w * (wa.w - ha.w);
+        });
       if (fin) store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
       // Back through the softmax of exchange b (probabilities w of step s, gradients into out)
       // and the product of state buffer b (st: W_write^T for 0, W_h^T for 1), then a barrier.
@@ -399,22 +468,21 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         __syncthreads();
         if (sact) dpre = *pair_at(dpl);
       }
-      if (sact) {
-#pragma unroll 2
-        for (int i = i0; i < i1; i++) {
-          const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
-          float2 *x = pair_at(dH + i * SL);
-          const float2 v = *x;
-          *x = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
-                           (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
-        }
-      }
-      __syncthreads();
-      // the partial dr_i = H[i] . dpre
-      column_sums(part2, dx.of(1), [&](int g, int i, int q) {
-        const float4 ha = f4(Hs + i * SL + g * R)[q], xa = f4(dpl + g * R)[q];
-        return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
+      // dH's update and the partial dr_i = H[i] . dpre (fused: dH and the tape are the thread's
+      // own at its pair and slots, so no barrier comes before the sends)
+      slot_loop(Hs, part2, dx.of(1), [&](int i, float2 v, float2 h) {
+        const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
+        *pair_at(dH + i * SL) = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
+                                           (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
+        return h.x * dpre.x + h.y * dpre.y;
       });
+      if (!FUSED) {
+        __syncthreads();
+        column_sums(part2, dx.of(1), [&](int g, int i, int q) {
+          const float4 ha = f4(Hs + i * SL + g * R)[q], xa = f4(dpl + g * R)[q];
+          return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
+        });
+      }
       float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
       if (fin) {
         store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
