@@ -210,7 +210,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
   // the plan picks the tiling, PACK and FUSED
-  if (cs != S::CS || p.d != d || p.bg > S::NR || (bool)p.tb_seg != FUSED) __trap();
+  if (cs != S::CS || p.d != d || p.bg > S::NR || (bool)p.tb_seg != FUSED ||
+      (FUSED && !(p.tb_dh && p.tb_w)))
+    __trap();
   // per-CTA sizes and indices in int (a CTA's arrays are far below 2^31 elements)
   const int N = (int)p.N, bg = (int)p.bg, C = (int)p.C, SL = bg * R;  // SL: floats a slot
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
@@ -221,12 +223,22 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   float *part1 = sm(l.part1), *part2 = sm(l.part2), *as = sm(l.as), *rs = sm(l.rs);
   float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
   float2 *xp = reinterpret_cast<float2 *>(tc_smem + l.xp);
-  float *glob = p.scratch + blockIdx.x * p.per_cta;
-  float *dH = p.tb_dh ? sm(l.dh) : glob;
-  glob += p.tb_dh ? 0 : N * SL;
-  float *ws = p.tb_w ? sm(l.ws) : glob;
-  glob += p.tb_w ? 0 : C * SL;
-  float *seg = p.tb_seg ? sm(l.seg) : glob;
+  // A plan with the segment store on chip has dH and w_t there too (tb_plan23's order), and
+  // FUSED then takes all three as shared-memory pointers: chosen at run time between shared and
+  // global they are generic, every access in the replay and the walk an LD.E / ST.E with 64-bit
+  // address arithmetic (FUSED's backward was 7-11% slower so). The others keep the run-time
+  // choice: B = 64 N = 64 ran 4% slower with the segment store typed global.
+  float *dH, *ws, *seg;
+  if constexpr (FUSED) {
+    dH = sm(l.dh), ws = sm(l.ws), seg = sm(l.seg);
+  } else {
+    float *glob = p.scratch + blockIdx.x * p.per_cta;
+    dH = p.tb_dh ? sm(l.dh) : glob;
+    glob += p.tb_dh ? 0 : N * SL;
+    ws = p.tb_w ? sm(l.ws) : glob;
+    glob += p.tb_w ? 0 : C * SL;
+    seg = p.tb_seg ? sm(l.seg) : glob;
+  }
   // prologue: the fragments of W_h^T's and W_write^T's rows, staged in turn over red onwards
   S sh(tc_smem), sw(tc_smem);
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
