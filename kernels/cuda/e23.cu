@@ -9,6 +9,7 @@
 
 #include "cuda/approx_math.cuh"
 #include "cuda/async_fill.cuh"
+#include "cuda/cp_async.cuh"
 #include "cuda/e1_cluster.cuh"
 #include "cuda/e1_mma.cuh"
 #include "cuda/e23.h"

@@ -373,16 +373,32 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     const int64_t t0 = kseg * C;
     const int L = (int)min((int64_t)C, nt - t0);
     // ---- the segment's trace (rows past B: zeros), then its parts: replay, walk back ----
+    // FUSED: by cp.async into shared memory, every copy of a thread in flight at once (gather_in's
+    // four a round took 7 round trips a segment at B = 64 N = 8). The others keep gather_in (ws
+    // may be in global scratch).
     auto ck = [&](int64_t bi, int64_t at) { return bi < B ? p.ck_in[bi * p.ck_len + at] : 0.f; };
-    gather_in(L * bg * N, tid, nth, [&](int k) {  // a_t, [s][g][i]
-      return ck(gb + (k / N) % bg, p.ck_a + (t0 + k / (bg * N)) * N + k % N);
-    }, [&](int k, float v) { as[k] = v; });
-    gather_in(L * bg * N, tid, nth, [&](int k) {  // r_t
-      return ck(gb + (k / N) % bg, p.ck_r + (t0 + k / (bg * N)) * N + k % N);
-    }, [&](int k, float v) { rs[k] = v; });
-    gather_in(L * SL, tid, nth, [&](int k) {  // w_t, [s][g][jj]
-      return ck(gb + (k / R) % bg, p.ck_w + (t0 + k / SL) * d + r0 + k % R);
-    }, [&](int k, float v) { ws[k] = v; });
+    if constexpr (FUSED) {
+      auto copy = [&](float *dst, int64_t bi, int64_t at) {
+        cp_async4(dst, p.ck_in + (bi < B ? bi * p.ck_len + at : 0), bi < B);
+      };
+      for (int k = tid; k < L * bg * N; k += nth) {  // a_t and r_t, [s][g][i]
+        const int64_t bi = gb + (k / N) % bg, at = (t0 + k / (bg * N)) * N + k % N;
+        copy(as + k, bi, p.ck_a + at), copy(rs + k, bi, p.ck_r + at);
+      }
+      for (int k = tid; k < L * SL; k += nth)  // w_t, [s][g][jj]
+        copy(ws + k, gb + (k / R) % bg, p.ck_w + (t0 + k / SL) * d + r0 + k % R);
+      cp_async_wait();
+    } else {
+      gather_in(L * bg * N, tid, nth, [&](int k) {  // a_t, [s][g][i]
+        return ck(gb + (k / N) % bg, p.ck_a + (t0 + k / (bg * N)) * N + k % N);
+      }, [&](int k, float v) { as[k] = v; });
+      gather_in(L * bg * N, tid, nth, [&](int k) {  // r_t
+        return ck(gb + (k / N) % bg, p.ck_r + (t0 + k / (bg * N)) * N + k % N);
+      }, [&](int k, float v) { rs[k] = v; });
+      gather_in(L * SL, tid, nth, [&](int k) {  // w_t, [s][g][jj]
+        return ck(gb + (k / R) % bg, p.ck_w + (t0 + k / SL) * d + r0 + k % R);
+      }, [&](int k, float v) { ws[k] = v; });
+    }
     __syncthreads();
     // The segment in parts of at most CS steps (one part when CS = C), the last part first:
     // H_{t+1} = (1 - a_t) H_t + a_t w_t^T from the checkpoint, H_s for s in [s0, s1) stored, a
@@ -495,10 +511,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
           return ha.x * xa.x + ha.y * xa.y + ha.z * xa.z + ha.w * xa.w;
         });
       }
-      float2 gnext = make_float2(0.f, 0.f);  // dhs_{t-1}, in flight over the waits
+      // dhs_{t-1}, in flight over the waits. FUSED loads it as stored and converts it at the carry
+      // (converted here, the thread waited for it here: ~600 cycles a step); the others convert
+      // it here (B = 64 N = 64 ran 7% slower with the raw load, in two builds; not analysed).
+      T graw[2] = {};
+      float2 gnext = make_float2(0.f, 0.f);
       if (fin) {
         store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
-        if (t >= 1) gnext = dhs_at(t - 1);
+        if (t >= 1) {
+          const T *g = p.dhs + base + (t - 1) * d;
+          if constexpr (FUSED) graw[0] = g[0], graw[1] = g[1];
+          else gnext = dhs_at(t - 1);
+        }
       }
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
       through(1, part2, rs, dsr, sh);
@@ -510,6 +534,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       back = gather(back);
       if (act) {
         const float2 tot = sh.sum(n, r);
+        if constexpr (FUSED) gnext = hval(graw);
         carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
       }
       hcur = hprv;

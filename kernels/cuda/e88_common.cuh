@@ -7,6 +7,7 @@
 
 #include "cuda/approx_math.cuh"
 #include "cuda/common.cuh"
+#include "cuda/cp_async.cuh"
 #include "cuda/mbarrier.cuh"
 #include "cuda/e88.h"
 
@@ -185,13 +186,6 @@ __device__ __forceinline__ void norm_rows(const T *k, const T *q, int64_t row_st
     if (valid) put(isk, u, at, x, a, inv);
   }
 }
-
-// cp.async of 16 bytes; cp_async_commit closes a group of them, cp_async_wait waits for all.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // Runs the body with T the value type and N the state size as compile-time constants.
 #define E88_DISPATCH(dt, n, ...)                                                     \
