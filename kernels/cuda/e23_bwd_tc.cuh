@@ -197,6 +197,7 @@ __device__ __forceinline__ void put_some_async(float *at, float v, uint32_t bar,
 
 // Hides p's value from the compiler: the DSMEM addresses derived from it (8 CTAs x hi/lo a
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
+// The compiler no longer knows p for shared either: loads through it are generic.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
 
 // FUSED: the segment store on chip, the column sums fused into the pair loops (slot_loop below).
@@ -475,7 +476,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         __syncthreads();
       };
       // through a = softmax(scale H h_t) and w = W_write h_t: dh, dpre; dH's write share
-      through(0, part1, as, dsa, sw);
+      // (the softmax reads its partials through unhidden pointers: through part1 and part2, which
+      // opaque() hides, every load was a generic LD.E with 64-bit address arithmetic)
+      through(0, sm(l.part1), as, dsa, sw);
       float2 dpre = make_float2(0.f, 0.f), acc = dpre;
       if (sact)
 #pragma unroll 8
@@ -525,7 +528,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         }
       }
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
-      through(1, part2, rs, dsr, sh);
+      through(1, sm(l.part2), rs, dsr, sh);
       float2 back = make_float2(0.f, 0.f);
       const float2 hprv = hval(hraw);
       if (sact)
