@@ -39,12 +39,19 @@ template <int NB> struct AsyncFills {
   }
 };
 
-// v at local shared address `at` in every CTA of the cluster (CS CTAs), its 4 bytes counted on
-// that CTA's mbarrier at local shared address `bar` (AsyncFills::of).
-template <int CS> __device__ __forceinline__ void put_all_async(float *at, float v, uint32_t bar) {
+// v at local shared address `at` in CTAs q, q + STEP, .. < CS of the cluster, its 4 bytes
+// counted on each one's mbarrier at local shared address `bar` (AsyncFills::of): STEP lanes that
+// hold the same value send it together.
+template <int CS, int STEP>
+__device__ __forceinline__ void put_some_async(float *at, float v, uint32_t bar, int q) {
   const uint32_t a = smem_addr(at);
 #pragma unroll
-  for (int q = 0; q < CS; q++) st_async(mapa(a, q), __float_as_uint(v), mapa(bar, q));
+  for (int k = 0; k < CS / STEP; k++)
+    st_async(mapa(a, q + k * STEP), __float_as_uint(v), mapa(bar, q + k * STEP));
+}
+// v in every CTA of the cluster (CS CTAs).
+template <int CS> __device__ __forceinline__ void put_all_async(float *at, float v, uint32_t bar) {
+  put_some_async<CS, 1>(at, v, bar, 0);
 }
 
 }  // namespace es

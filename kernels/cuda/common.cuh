@@ -88,6 +88,30 @@ template <typename A> __device__ __forceinline__ A warp_max(A v, int width = 32)
   }
   return v;
 }
+// The steps of a reduce-scatter from lane offset O down to 1 (O a power of 2 up to 16; every lane
+// of the warp takes part): with NV > 1 values live in v, a step keeps the half that the lane's
+// bit O names and adds the partner's copy of it; with one left, it adds the partner's. After
+// them a lane holds v[0 .. max(NV / 2O, 1)) summed over its aligned group of 2O lanes: with
+// NV <= 2O, value (lane % 2O) / (2O / NV), alike in 2O / NV lanes.
+template <int NV, int O, int M>
+__device__ __forceinline__ void scatter_halves(float (&v)[M], int lane) {
+  static_assert(NV <= M, "NV live values of the M");
+  if constexpr (O >= 1) {
+    if constexpr (NV > 1) {
+      constexpr int h = NV / 2;
+      const bool hi = lane & O;
+#pragma unroll
+      for (int r = 0; r < h; r++) {
+        const float keep = hi ? v[r + h] : v[r], send = hi ? v[r] : v[r + h];
+        v[r] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+      }
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+    }
+    scatter_halves<(NV > 1 ? NV / 2 : 1), O / 2>(v, lane);
+  }
+}
+
 // Block-wide sum; every thread gets the result. `scratch` holds 32 values (shared).
 template <typename A> __device__ A block_sum(A v, A *scratch) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

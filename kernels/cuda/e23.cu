@@ -1178,7 +1178,7 @@ template <typename T> struct BwdTc23 {
 #undef E23_TB_CASE
 #undef E23_TB_PICK
     }
-    (void)tl, (void)v;
+    (void)tl, (void)v, (void)seg_on;
     return nullptr;
   }
 };

@@ -164,37 +164,6 @@ __device__ __forceinline__ void replay_slots(int s0, int s1, int n, const float 
   }
 }
 
-// The sums of v[0..8) over the W lanes of the lane's group (W = R / 2 = 16 or 32, a power of two
-// >= 8, groups aligned) as a reduce-scatter: three halving steps, then a butterfly over the W / 8
-// lanes that hold one sum. Returns the sum of value (lane % W) / (W / 8); 7 + log2(W / 8)
-// shuffles, where a warp sum of each would take 8 log2(W).
-template <int W> __device__ __forceinline__ float reduce_scatter8(float (&v)[8], int lane) {
-  static_assert(W >= 8 && W <= 32 && (W & (W - 1)) == 0, "groups of 8 to 32 lanes");
-#pragma unroll
-  for (int o = W / 2, k = 4; k >= 1; o /= 2, k /= 2) {
-    const bool up = lane & o;  // keeps values [k, 2k), its partner [0, k)
-#pragma unroll
-    for (int j = 0; j < k; j++) {
-      const float give = up ? v[j] : v[j + k], keep = up ? v[j + k] : v[j];
-      v[j] = keep + __shfl_xor_sync(0xffffffffu, give, o);
-    }
-  }
-  float s = v[0];
-#pragma unroll
-  for (int o = W / 16; o >= 1; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  return s;
-}
-
-// v at local shared address `at` in CTAs q, q + step, .. < CS of the cluster, counted on each
-// one's mbarrier at local address `bar`: the step lanes that hold a sum send it together.
-template <int CS, int STEP>
-__device__ __forceinline__ void put_some_async(float *at, float v, uint32_t bar, int q) {
-  const uint32_t a = smem_addr(at);
-#pragma unroll
-  for (int k = 0; k < CS / STEP; k++)
-    st_async(mapa(a, q + k * STEP), __float_as_uint(v), mapa(bar, q + k * STEP));
-}
-
 // Hides p's value from the compiler: the DSMEM addresses derived from it (8 CTAs x hi/lo a
 // put) are then formed where used instead of being hoisted out of the step loop into registers.
 // The compiler no longer knows p for shared either: loads through it are generic.
@@ -297,16 +266,16 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   };
   // The pair threads' loops over their slots [i0, i1) at the pair: term(i, x, h) gets dH[i] and
   // H[i] there and returns the pair's share of a sum over the units for slot i (dw's loop: da;
-  // dH's update: dr). FUSED (the tapes on chip): those sums are reduce-scatters over the R / 2 pair
-  // threads of a (part sp, batch row n), one warp or half of one, 8 slots at a time, and the
-  // W / 8 lanes that hold a slot's sum send it to every CTA's part (counted on `bar`): the tape
-  // and dH are read once a loop, and no barrier or one-lane sends to all CTAs wait on the sums.
-  // Every thread of a warp with split threads runs the same chunks (the shuffles need whole
-  // warps); threads past the split add zeros (ie = i0). A chunk's loads are issued before its
-  // terms (after term's stores into dH they would wait for each other). Otherwise (the tapes in
-  // L2: B = 64, N = 64) the loop only runs term and column_sums forms the sums after it: fused, that
-  // case ran 23% slower (37 against 30 us a step; not analysed: the tasks' float4 loads over the
-  // whole CTA may hide L2's latency better than five warps' chunks of 8 slots).
+  // dH's update: dr). FUSED (the tapes on chip): those sums are reduce-scatters (scatter_halves,
+  // cuda/common.cuh) over the R / 2 pair threads of a (part sp, batch row n), one warp or half of
+  // one, 8 slots at a time, and the W / 8 lanes that hold a slot's sum send it to every CTA's part
+  // (counted on `bar`): the tape and dH are read once a loop, and no barrier or one-lane sends to
+  // all CTAs wait on the sums. Every thread of a warp with split threads runs the same chunks (the
+  // shuffles need whole warps); threads past the split add zeros (ie = i0). A chunk's loads are
+  // issued before its terms (after term's stores into dH they would wait for each other).
+  // Otherwise (the tapes in L2: B = 64, N = 64) the loop only runs term and column_sums forms the
+  // sums after it: fused, that case ran 23% slower (37 against 30 us a step; not analysed: the
+  // tasks' float4 loads over the whole CTA may hide L2's latency better than five warps' chunks).
   constexpr int W = R / 2, W8 = W / 8;
   const int ie = sact ? i1 : i0, span = (N + sl.SP - 1) / sl.SP;  // span: most slots a part holds
   const bool wact = warp * 32 < sl.SP * sl.pairs;                 // a warp with split threads
@@ -326,9 +295,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       float v[8];
 #pragma unroll
       for (int j = 0; j < 8; j++) v[j] = cb + j < ie ? term(cb + j, x[j], h[j]) : 0.f;
-      const float sum = reduce_scatter8<W>(v, lane);
+      scatter_halves<8, W / 2>(v, lane);  // lane: slot (lane % W) / W8's sum, alike in W8 lanes
       const int i = cb + (lane % W) / W8;
-      if (i < ie) put_some_async<S::CS, W8>(part + (rank * bg + n) * N + i, sum, bar, lane % W8);
+      if (i < ie) put_some_async<S::CS, W8>(part + (rank * bg + n) * N + i, v[0], bar, lane % W8);
     }
   };
   // Not FUSED: this CTA's sums over its R columns into every CTA's part, a task per (batch

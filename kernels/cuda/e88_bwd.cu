@@ -61,26 +61,18 @@ template <int RL, int CW> struct Scatter {
   }
 };
 
-// Step K of row_scatter on the lane's slots v (2 half of them live).
+// Step K of row_scatter on the lane's slots v (2 half of them live): the piece steps keep the
+// first half (the partner's second half holds the same rows); the rest are scatter_halves'.
 template <int RL, int CW, int K>
 __device__ __forceinline__ void scatter_step(float (&v)[RL], int lane) {
   using Sc = Scatter<RL, CW>;
-  if constexpr (K < Sc::L) {
-    constexpr int off = CW >> (K + 1), half = (RL >> K) / 2;
-    if constexpr (K < Sc::PB) {  // keep the first half: the partner's second half, same rows
+  constexpr int off = CW >> (K + 1), half = (RL >> K) / 2;
+  if constexpr (K < Sc::PB) {
 #pragma unroll
-      for (int r = 0; r < half; r++) v[r] += __shfl_xor_sync(kFull, v[r + half], off);
-    } else if constexpr (K < Sc::SB) {  // keep the half that the lane's bit names; send the other
-      const bool hi = (lane >> (Sc::L - 1 - K)) & 1;
-#pragma unroll
-      for (int r = 0; r < half; r++) {
-        const float keep = hi ? v[r + half] : v[r], send = hi ? v[r] : v[r + half];
-        v[r] = keep + __shfl_xor_sync(kFull, send, off);
-      }
-    } else {  // one row left, shared by the lanes of the remaining steps
-      v[0] += __shfl_xor_sync(kFull, v[0], off);
-    }
+    for (int r = 0; r < half; r++) v[r] += __shfl_xor_sync(kFull, v[r + half], off);
     scatter_step<RL, CW, K + 1>(v, lane);
+  } else {
+    scatter_halves<2 * half, off>(v, lane);
   }
 }
 
