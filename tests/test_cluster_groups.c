@@ -2,8 +2,9 @@
  * cuda/cluster_groups.h), against resident-cluster counts written out by hand: the H200's (15
  * clusters of 8 whole-SM CTAs on 132 SMs, 30 when two CTAs share an SM), plans that do not exist
  * past some rows, and none that runs; and which of two plans for the same rows runs
- * (eng_plan_beats: E23's forward on clusters of 8 or of 16 CTAs, 7 of which are resident). No GPU
- * needed. */
+ * (eng_plan_beats: E23's forward on clusters of 8 or of 16 CTAs, 7 of which are resident;
+ * eng_bwd_plan_beats: its backward, where the parts a segment is walked in come before the CTAs).
+ * No GPU needed. */
 #include "cuda/cluster_groups.h"
 #include "support.h"
 
@@ -70,7 +71,7 @@ Test(cluster_groups, nothing_runs) {
 static eng_cluster_plan_t plan_of(int64_t B, int cs, int n) {
   table_t t = all_of(n);
   const int bg = eng_pick_group(B, cs, 132, 8, 0, from_table, &t);
-  return (eng_cluster_plan_t){bg, cs, n};
+  return (eng_cluster_plan_t){bg, cs, n, 0};
 }
 
 Test(cluster_groups, sixteen_ctas_a_cluster_where_they_hold_as_few_rows) {
@@ -96,11 +97,39 @@ Test(cluster_groups, one_wave_beats_fewer_rows_a_cluster) {
   cr_assert_eq(b.bg, 8);
   cr_assert(eng_plan_beats(64, a, b));
   /* one wave even against fewer rows a cluster: 16 clusters of 4 rows, 7 resident */
-  const eng_cluster_plan_t f = {4, 16, 7};
+  const eng_cluster_plan_t f = {4, 16, 7, 0};
   cr_assert(eng_plan_beats(64, a, f));
   cr_assert(!eng_plan_beats(64, f, a));
   /* with neither in one wave, fewer rows a cluster still wins */
-  const eng_cluster_plan_t c = {8, 8, 3}, e = {6, 16, 3};
+  const eng_cluster_plan_t c = {8, 8, 3, 0}, e = {6, 16, 3, 0};
   cr_assert(eng_plan_beats(64, e, c));
   cr_assert(!eng_plan_beats(64, c, e));
+}
+
+/* plan_of with the parts a backward walks each segment in */
+static eng_cluster_plan_t bwd_plan_of(int64_t B, int cs, int n, int parts) {
+  eng_cluster_plan_t p = plan_of(B, cs, n);
+  p.parts = parts;
+  return p;
+}
+
+/* E23's backward at d = 512, B = 4 (one row a cluster on 8 or 16 CTAs): at N = 64, 8 CTAs walk
+ * each 16-step segment in 2 parts and 16 CTAs in one, so 16; at N = 8 one part either way, so 8
+ * (half the partial sums a step). B = 64: rows first (8 CTAs hold 5 rows in one wave, 16 hold 8
+ * in two), whatever the parts. */
+Test(cluster_groups, the_backward_takes_more_ctas_only_for_fewer_parts) {
+  const eng_cluster_plan_t eight2 = bwd_plan_of(4, 8, 15, 2), sixteen1 = bwd_plan_of(4, 16, 7, 1);
+  cr_assert(eng_bwd_plan_beats(4, sixteen1, eight2));
+  cr_assert(!eng_bwd_plan_beats(4, eight2, sixteen1));
+  const eng_cluster_plan_t eight1 = bwd_plan_of(4, 8, 15, 1);
+  cr_assert(eng_bwd_plan_beats(4, eight1, sixteen1));
+  cr_assert(!eng_bwd_plan_beats(4, sixteen1, eight1));
+  /* a segment store on chip in parts beats one in global scratch */
+  const eng_cluster_plan_t off = bwd_plan_of(4, 8, 15, ENG_PARTS_OFF_CHIP);
+  cr_assert(eng_bwd_plan_beats(4, bwd_plan_of(4, 16, 7, 3), off));
+  const eng_cluster_plan_t a = bwd_plan_of(64, 8, 15, ENG_PARTS_OFF_CHIP),
+                           b = bwd_plan_of(64, 16, 7, 1);
+  cr_assert_eq(a.bg, 5);
+  cr_assert(eng_bwd_plan_beats(64, a, b));
+  cr_assert(!eng_bwd_plan_beats(64, b, a));
 }

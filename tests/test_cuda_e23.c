@@ -6,7 +6,8 @@
  * d = 256 and 512; the bf16 benchmark shapes take it; at d = 512 with at most 7 batch rows it runs
  * on clusters of 16 CTAs, one row each: B = 4 and 5 here, B = 19 and 64 on clusters of 8) at
  * d = 256 with an odd N and with 8 batch rows a cluster, and the tensor-core backward (bf16, the
- * same widths, clusters of 8) with each of its placements of dH and the segment store.
+ * same widths; at d = 512 on clusters of 16 where those walk a segment in fewer parts: B = 4
+ * N = 64) with each of its placements of dH and the segment store.
  * Tolerances: bf16/f16 1e-2 (their f32 ckpt 1e-3); f32 3e-5 forward and 2e-4 backward (f32
  * attention and tape updates through up to 512 dependent steps, and the GPU's next-step read
  * scores come from the identity H_new h = (1 - a) H h + a (w . h) instead of a fresh pass, against
@@ -104,13 +105,13 @@ Test(cuda_e23, tensor_core_paths) {
   check_ww(4, 9, 8, 512, 4, ENG_BF16, 1, 1, 0, 1.0 / 64);
 }
 
-/* The tensor-core backward (bf16; the benchmark shapes take it too: B = 4 N = 64 and B = 64 N = 8
- * walk each segment in two parts with the segment store on chip, B = 64 N = 64 keeps it in global
- * scratch with w_t and dH on chip). Here: everything on chip (d = 256 odd N: the replay's last
- * group of four slots holds one, d = 512 without state or final gradients), segments of C = 20
- * not dividing T = 37 walked in parts of 7, 7, 6 and 6, 6, 5 steps, the segment store in global
- * scratch with 2 batch rows a cluster and the last group part-full, and dH and w_t in global
- * scratch (N = 600). */
+/* The tensor-core backward (bf16; the benchmark shapes take it too: B = 4 N = 64 on clusters of 16
+ * with each segment on chip in one part, B = 64 N = 8 on clusters of 8 in two parts, B = 64 N = 64
+ * with the segment store in global scratch and w_t and dH on chip). Here: everything on chip
+ * (d = 256 odd N: the replay's last group of four slots holds one, d = 512 without state or final
+ * gradients), segments of C = 20 not dividing T = 37 walked in parts (clusters of 16: 10, 10 and
+ * 9, 8 steps), the segment store in global scratch with 2 batch rows a cluster and the last group
+ * part-full, and dH and w_t in global scratch (N = 600). */
 Test(cuda_e23, tensor_core_backward) {
   SKIP_WITHOUT_GPU();
   check(3, 17, 5, 256, 4, ENG_BF16, 1, 1, 0);
@@ -123,7 +124,7 @@ Test(cuda_e23, tensor_core_backward) {
 /* The slot split of the tensor-core kernels (slot_split in cuda/e23.cu) where the slots do not
  * divide evenly: N = 37 at d = 512 gives 2 split threads a pair with 18 and 19 slots, N = 41 at
  * d = 256 gives 4 with 10, 10, 10 and 11 (forward f16 and bf16, backward bf16). The benchmark
- * shape B = 4 N = 64 splits 8 ways; tensor_core_backward's B = 19 N = 64
+ * shape B = 4 N = 64 splits 16 ways (clusters of 16); tensor_core_backward's B = 19 N = 64
  * splits 4 ways with 2 batch rows a cluster and the last group part-full. */
 Test(cuda_e23, slot_split) {
   SKIP_WITHOUT_GPU();

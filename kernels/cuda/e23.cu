@@ -511,13 +511,13 @@ __global__ void __launch_bounds__(kThreads) e23_fwd(P23<T> p) {
 // The scores H h and w . h: one thread per (batch row, slot) over the CTA's R units.
 
 // (MT, KS, NW) as in ENG_E1_TC_TILINGS, limited to the ones whose two slices' fragments fit the
-// registers next to the step's work: d = 256 on 8 CTAs, d = 512 on 8 CTAs of 64 units. The
-// forward also runs d = 512 on 16 CTAs of 32 (non-portable clusters, at most 7 resident): where
-// that holds one batch row a cluster, as 8 CTAs would, the step's loops and products are half as
-// long (B4 N64 2.89 -> 2.67 us/step); the backward lost there (B4 N8 4.51 -> 4.90: each fill's
-// st.async go to twice the CTAs), so it keeps 8.
-#define E23_TB_TILINGS(X) X(1, 4, 4) X(2, 4, 8)
-#define E23_TC_TILINGS(X) E23_TB_TILINGS(X) X(1, 4, 8)
+// registers next to the step's work: d = 256 on 8 CTAs, d = 512 on 8 CTAs of 64 units or on 16
+// CTAs of 32 (non-portable clusters, at most 7 resident). Both directions have all three; their
+// plans pick (eng_plan_beats, eng_bwd_plan_beats). Where 16 CTAs hold one batch row a cluster, as
+// 8 would, the forward's loops and products are half as long (B4 N64 2.89 -> 2.67 us/step); the
+// backward gains only where 16 CTAs hold a segment's tapes on chip in fewer parts (B4 N64 6.4 ->
+// 5.8): its fills go to twice the CTAs (B4 N8 3.8 -> 4.1).
+#define E23_TC_TILINGS(X) X(1, 4, 4) X(2, 4, 8) X(1, 4, 8)
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial scores
 // part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the slot split's partial reads
@@ -1174,7 +1174,7 @@ template <typename T> struct BwdTc23 {
 #define E23_TB_CASE(M_, K_, W_)                                                             \
   if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)                                            \
     return seg_on ? E23_TB_PICK(M_, K_, W_, true) : E23_TB_PICK(M_, K_, W_, false);
-      E23_TB_TILINGS(E23_TB_CASE)
+      E23_TC_TILINGS(E23_TB_CASE)
 #undef E23_TB_CASE
 #undef E23_TB_PICK
     }
@@ -1185,7 +1185,6 @@ template <typename T> struct BwdTc23 {
 
 #define E23_TC_ENTRY(M_, K_, W_) tc::Tiling{M_, K_, W_},
 constexpr tc::Tiling kTcTilings23[] = {E23_TC_TILINGS(E23_TC_ENTRY)};
-constexpr tc::Tiling kTbTilings23[] = {E23_TB_TILINGS(E23_TC_ENTRY)};
 #undef E23_TC_ENTRY
 
 // The tensor-core forward's plan (16-bit T): for each tiling of E23_TC_TILINGS that d matches (cs
@@ -1215,7 +1214,7 @@ bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23
     };
     const int bg = pick_group(B, cs, info.sms, 8, false, resident);
     if (bg == 0) continue;
-    const eng_cluster_plan_t cand{bg, cs, resident(bg)};
+    const eng_cluster_plan_t cand{bg, cs, resident(bg), 0};
     if (found && !eng_plan_beats(B, cand, best)) continue;
     found = true, best = cand, *out = TcPlan23{plan(bg), tl};
   }
@@ -1223,12 +1222,13 @@ bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23
 }
 
 // The tensor-core backward's plan (bf16: the gradients dw and dpre are unbounded, f16's range would
-// lose them): the forward's tiling, the batch rows per cluster as pick_group finds for the
-// kernel; for each, where the on-chip set does not fit: first the segment's tapes on chip for
+// lose them): for each tiling that d matches, the batch rows per cluster as pick_group finds for
+// the kernel; for each, where the on-chip set does not fit: first the segment's tapes on chip for
 // fewer steps (down to kMinPart: the segment is then walked in parts, each replayed from the
 // checkpoint), then the tapes in global scratch (L2), then the segment's w_t there too (read by
 // every step of the replay's chains and once a step by the walk), then dH (read and written
-// several times a step). The launch and the scratch query ask for the same plan.
+// several times a step). The best tiling's by eng_bwd_plan_beats. The launch and the scratch
+// query ask for the same plan.
 constexpr int64_t kMinPart = 4;
 struct TbPlan23 {
   Plan pl;
@@ -1243,7 +1243,9 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
   if (device_info(&info) || info.smem_optin <= 0) return false;  // errors: v1 reports them
   // dH, w, seg on chip
   constexpr bool places[][3] = {{1, 1, 1}, {1, 1, 0}, {1, 0, 0}, {0, 0, 0}};
-  for (const tc::Tiling &tl : kTbTilings23) {
+  bool found = false;
+  eng_cluster_plan_t best{};
+  for (const tc::Tiling &tl : kTcTilings23) {
     const int64_t R = 32 * tl.mt;
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
@@ -1262,15 +1264,22 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
       }
       return false;
     };
-    const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
-      TbPlan23 tp;
-      if (!plan(g, &tp)) return 0;
+    auto resident = [&](const TbPlan23 &tp) {
       return resident_clusters(BwdTc23<T>::get(tl, tc_variant(tp.pl, tl, N), tp.seg), tp.pl,
                                32u * (unsigned)tl.nw);
+    };
+    const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
+      TbPlan23 tp;
+      return plan(g, &tp) ? resident(tp) : 0;
     });
-    if (bg > 0 && plan(bg, out)) return true;
+    TbPlan23 tp;
+    if (bg == 0 || !plan(bg, &tp)) continue;
+    const int parts = tp.seg ? (int)((C + tp.cs_steps - 1) / tp.cs_steps) : ENG_PARTS_OFF_CHIP;
+    const eng_cluster_plan_t cand{bg, cs, resident(tp), parts};
+    if (found && !eng_bwd_plan_beats(B, cand, best)) continue;
+    found = true, best = cand, *out = tp;
   }
-  return false;
+  return found;
 }
 
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {

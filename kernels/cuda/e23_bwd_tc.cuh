@@ -1,4 +1,4 @@
-// The E23 backward's sequential part on tensor cores (bf16, the tilings of E23_TB_TILINGS),
+// The E23 backward's sequential part on tensor cores (bf16, the tilings of E23_TC_TILINGS),
 // included by cuda/e23.cu after the forward. The CTA owns units [r0, r0 + R) as in e23_fwd_tc;
 // thread q finishes the column pair (c, c + 1), c = r0 + 2 (q % (R / 2)), of batch row
 // n = q / (R / 2), and the sums over the CTA's R columns are reduce-scatters over those threads.
