@@ -280,10 +280,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   const int ie = sact ? i1 : i0, span = (N + sl.SP - 1) / sl.SP;  // span: most slots a part holds
   const bool wact = warp * 32 < sl.SP * sl.pairs;                 // a warp with split threads
   auto slot_loop = [&](float *Hs, float *part, uint32_t bar, auto term) {
-    if constexpr (!FUSED) {
+    if constexpr (!FUSED) {  // column_sums forms the sums: term runs for its own work alone
       if (sact)
 #pragma unroll 2
-        for (int i = i0; i < i1; i++) term(i, *pair_at(dH + i * SL), *pair_at(Hs + i * SL));
+        for (int i = i0; i < i1; i++) term(i, *pair_at(dH + i * SL), make_float2(0.f, 0.f));
       return;
     }
     if (!wact) return;
@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
       // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
       float2 dw = make_float2(0.f, 0.f);
-      const float2 wp = sact ? *pair_at(wt) : dw;
+      const float2 wp = FUSED && sact ? *pair_at(wt) : dw;  // da's term (FUSED alone uses it)
       slot_loop(Hs, part1, dx.of(0), [&](int i, float2 x, float2 h) {
         dw.x += a[i] * x.x, dw.y += a[i] * x.y;
         return x.x * (wp.x - h.x) + x.y * (wp.y - h.y);
