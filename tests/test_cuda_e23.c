@@ -7,7 +7,7 @@
  * on clusters of 16 CTAs, one row each: B = 4 and 5 here, B = 19 and 64 on clusters of 8) at
  * d = 256 with an odd N and with 8 batch rows a cluster, and the tensor-core backward (bf16, the
  * same widths; at d = 512 on clusters of 16 where those walk a segment in fewer parts: B = 4
- * N = 64) with each of its placements of dH and the segment store.
+ * N = 64) with each of its placements of dH and the segment store, and its inverted walk.
  * Tolerances: bf16/f16 1e-2 (their f32 ckpt 1e-3); f32 3e-5 forward and 2e-4 backward (f32
  * attention and tape updates through up to 512 dependent steps, and the GPU's next-step read
  * scores come from the identity H_new h = (1 - a) H h + a (w . h) instead of a fresh pass, against
@@ -107,41 +107,34 @@ Test(cuda_e23, tensor_core_paths) {
 
 /* The tensor-core backward (bf16; the benchmark shapes take it too: B = 4 N = 64 on clusters of 16
  * with each segment on chip in one part, B = 64 N = 8 on clusters of 8 in two parts, B = 64 N = 64
- * with the segment store in global scratch and w_t and dH on chip). Here: everything on chip
- * (d = 256 odd N: the replay's last group of four slots holds one, d = 512 without state or final
- * gradients), segments of C = 20 not dividing T = 37 walked in parts (clusters of 16: 10, 10 and
- * 9, 8 steps), the segment store in global scratch with 2 batch rows a cluster and the last group
- * part-full, and dH and w_t in global scratch (N = 600). */
+ * by the inverted walk). Here: everything on chip (d = 256 odd N: the replay's last group of four
+ * slots holds one, d = 512 without state or final gradients), segments of C = 20 not dividing
+ * T = 37 walked in parts (clusters of 16: 10, 10 and 9, 8 steps), the inverted walk with 2 batch
+ * rows a cluster (split threads) and the last group part-full, the segment store in global scratch
+ * with w_t and dH on chip (N = 66: too many slots for the inverted walk's two tapes at 5 rows),
+ * and dH and w_t in global scratch (N = 600). */
 Test(cuda_e23, tensor_core_backward) {
   SKIP_WITHOUT_GPU();
   check(3, 17, 5, 256, 4, ENG_BF16, 1, 1, 0);
   check(5, 7, 8, 512, 3, ENG_BF16, 0, 0, 0);
   check(4, 37, 64, 512, 20, ENG_BF16, 1, 1, 0);
   check(19, 9, 64, 512, 4, ENG_BF16, 1, 1, 0);
+  check(64, 9, 66, 512, 4, ENG_BF16, 1, 1, 0);
   check(2, 5, 600, 512, 2, ENG_BF16, 1, 1, 0);
 }
 
-/* The slot split of the tensor-core kernels (slot_split in cuda/e23.cu) where the slots do not
- * divide evenly: N = 37 at d = 512 gives 2 split threads a pair with 18 and 19 slots, N = 41 at
- * d = 256 gives 4 with 10, 10, 10 and 11 (forward f16 and bf16, backward bf16). The benchmark
- * shape B = 4 N = 64 splits 16 ways (clusters of 16); tensor_core_backward's B = 19 N = 64
- * splits 4 ways with 2 batch rows a cluster and the last group part-full. */
-Test(cuda_e23, slot_split) {
+/* The inverted walk (kInverted in cuda/e23_bwd_tc.cuh) steps each tape back through
+ * H_t = (H_{t+1} - a_t w_t) / (1 - a_t), and replays a step's tape from the segment's checkpoint
+ * instead where the product of the steps' largest 1 / (1 - a) since the last exact tape would pass
+ * 8. A row's largest a_t is at least 1 / N, so at N = 64 the product passes 8 within 133 steps
+ * whatever the data: C = 256 replays exact tapes in the first segment and steps back from them,
+ * and the last segment, 4 steps, steps back from its end. B = 5: one row a cluster (checkpoint
+ * intervals this long leave no room for a segment store on chip). The benchmark shape B = 64
+ * N = 64 (5 rows a cluster, the state buffers' planes kInvRows apart) and B = 19 in
+ * tensor_core_backward step back. */
+Test(cuda_e23, inverted_walk) {
   SKIP_WITHOUT_GPU();
-  check(4, 9, 37, 512, 4, ENG_BF16, 1, 1, 0);
-  check(3, 17, 41, 256, 4, ENG_BF16, 1, 1, 0);
-  check(3, 17, 41, 256, 4, ENG_F16, 0, 1, 1);
-}
-
-/* The forward's quad split (quad_parts in cuda/e23.cu), where more than 4 batch rows a cluster
- * leave the pair split off: B = 64 at d = 512 runs 13 clusters of 5 rows, so 80 quads of columns
- * whose slots split 3 ways (N = 37: 12, 12 and 13; N = 63: 21 each); B = 150 at d = 256, 5 rows
- * a cluster where 30 clusters are resident, splits 40 quads 3 ways. */
-Test(cuda_e23, quad_split) {
-  SKIP_WITHOUT_GPU();
-  check(64, 9, 37, 512, 4, ENG_BF16, 1, 1, 0);
-  check(64, 9, 63, 512, 4, ENG_F16, 1, 1, 1);
-  check(150, 9, 41, 256, 4, ENG_BF16, 1, 1, 0);
+  check(5, 260, 64, 512, 256, ENG_BF16, 1, 1, 0);
 }
 
 Test(cuda_e23, long_sequences_stay_finite) {

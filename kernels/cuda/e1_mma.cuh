@@ -56,6 +56,12 @@ enum Operand { kHiLo, kPacked, kSingle };
 __host__ __device__ constexpr int64_t ldh(int64_t d) { return d + 8; }
 __host__ __device__ constexpr int64_t ldr(int64_t R) { return R + 4; }
 __host__ __device__ constexpr size_t hb_bytes(int64_t d) { return (size_t)2 * 2 * 8 * ldh(d) * 2; }
+// The state buffers' bytes where each of the 2 np planes (buffer, part) is pr rows apart: a B
+// fragment reads 8 rows, so a plane's rows past pr are the next plane's first ones (columns of the
+// product that nobody reads) and the last plane keeps 8. hb_bytes(d) is pr = 8, np = 2.
+__host__ __device__ constexpr size_t hb_span(int64_t d, int np, int pr) {
+  return ((size_t)(2 * np - 1) * pr + 8) * ldh(d) * 2;
+}
 
 inline size_t smem_bytes(int64_t d, int64_t R, int nw) {
   const size_t ws = (size_t)R * d * 2, red = (size_t)nw * 8 * ldr(R) * sizeof(float);
@@ -138,11 +144,16 @@ template <typename T> __device__ float to_f16_scaled(T *Ws, int64_t n, float *sc
   return ldexpf(1.f, -k);
 }
 
-template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
+// PR: rows from one plane (buffer, part) of the state buffers to the next; fewer than NR where the
+// batch group has at most PR rows (the E23 backward's inverted walk, whose shared memory needs the
+// rows no group fills: hb_span).
+template <typename T, int MT, int KS, int NW, Operand OP = kHiLo, int PR = (OP == kPacked ? 4 : 8)>
+struct Step {
   static constexpr int R = 32 * MT, D = 16 * KS * NW, CS = D / R;  // CS CTAs a cluster
   static constexpr int64_t LD = ldh(D);
   static constexpr int NR = OP == kPacked ? 4 : 8;  // batch rows a part holds
   static constexpr int NP = OP == kSingle ? 1 : 2;   // parts of the state
+  static_assert(PR <= NR, "a plane holds at most the part's rows");
   static_assert(OP != kSingle || std::is_same<T, __half>::value, "kSingle's part is f16");
   static_assert(NW >= 4 * MT, "one pair of rows per thread needs 8 R / 2 <= 32 NW");
   using FA = wmma::fragment<wmma::matrix_a, 32, 8, 16, T, wmma::row_major>;
@@ -157,10 +168,13 @@ template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
   __device__ __forceinline__ explicit Step(unsigned char *smem)
       : hb(reinterpret_cast<T *>(smem)), red(reinterpret_cast<float *>(smem + hb_bytes(D))),
         warp((int)(threadIdx.x >> 5)) {}
+  // red elsewhere (after hb_span's bytes)
+  __device__ __forceinline__ Step(unsigned char *smem, float *red_at)
+      : hb(reinterpret_cast<T *>(smem)), red(red_at), warp((int)(threadIdx.x >> 5)) {}
 
   // Batch row n of part `part` (0 hi, 1 lo) of state buffer `buf`: B(k, n) of the product.
   __device__ __forceinline__ T *row(int buf, int part, int n) const {
-    return hb + ((buf * NP + part) * NR + n) * LD;
+    return hb + ((buf * NP + part) * PR + n) * LD;
   }
 
   // Bytes one batch row's state sends to a CTA: its parts' D values.
@@ -169,7 +183,7 @@ template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
   // Buffer 0 from v0 [rows of the batch, D] at batch rows gb .. gb + bg - 1 (< B; NULL: zero),
   // buffer 1 and every other column zero. Local; a barrier follows.
   template <typename V> __device__ void init_state(const V *v0, int64_t gb, int64_t bg, int64_t B) {
-    for (int64_t k = threadIdx.x; k < NR * LD; k += blockDim.x) {
+    for (int64_t k = threadIdx.x; k < PR * LD; k += blockDim.x) {
       const int64_t n = k / LD, c = k % LD;
       const float v = v0 && n < bg && gb + n < B && c < D ? load(v0 + (gb + n) * D + c) : 0.f;
       store(row(0, 0, 0) + k, v);
@@ -289,7 +303,7 @@ template <typename T, int MT, int KS, int NW, Operand OP = kHiLo> struct Step {
     }
     const uint32_t uh = *reinterpret_cast<const uint32_t *>(&hi);
     // A CTA's shared::cluster window is linear: lo lies as far from hi there as here.
-    const uint32_t ah = smem_addr(row(buf, 0, n) + c), dl = (uint32_t)(NR * LD * sizeof(T));
+    const uint32_t ah = smem_addr(row(buf, 0, n) + c), dl = (uint32_t)(PR * LD * sizeof(T));
 #pragma unroll
     for (int q = 0; q < CS; q++) {
       const uint32_t rh = mapa(ah, q), rb = mapa(bar, q);

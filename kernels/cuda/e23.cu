@@ -35,6 +35,7 @@ template <typename T> struct P23 {
   int64_t per_cta;
   int tape_smem;  // forward: the tape lives in shared memory
   int tb_dh, tb_w, tb_seg;  // e23_bwd_tc: dH, the segment's w_t and its tapes on chip
+  int tb_inv;               // e23_bwd_tc: the inverted walk (kInverted; tb_seg: its tape)
   int tb_cs;                // e23_bwd_tc: the steps of tapes the segment store holds
 };
 
@@ -1164,8 +1165,8 @@ template <typename T> struct FwdTc23 {
 
 template <typename T> struct BwdTc23 {
   using fn = void (*)(P23<T>);
-  // seg_on: the plan keeps the segment store on chip (the fused column sums)
-  static fn get(const tc::Tiling &tl, TcVariant v, bool seg_on) {
+  // mode: TbMode (cuda/e23_bwd_tc.cuh)
+  static fn get(const tc::Tiling &tl, TcVariant v, int mode) {
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
 #define E23_TB_PICK(M_, K_, W_, F_)                                                          \
   (!v.pack   ? (v.split ? nullptr : e23_bwd_tc<T, M_, K_, W_, false, false, F_>)              \
@@ -1173,12 +1174,14 @@ template <typename T> struct BwdTc23 {
              : e23_bwd_tc<T, M_, K_, W_, false, true, F_>)
 #define E23_TB_CASE(M_, K_, W_)                                                             \
   if (tl.mt == M_ && tl.ks == K_ && tl.nw == W_)                                            \
-    return seg_on ? E23_TB_PICK(M_, K_, W_, true) : E23_TB_PICK(M_, K_, W_, false);
+    return mode == kInverted    ? E23_TB_PICK(M_, K_, W_, kInverted)                        \
+           : mode == kSegOnChip ? E23_TB_PICK(M_, K_, W_, kSegOnChip)                       \
+                                : E23_TB_PICK(M_, K_, W_, kSegGlobal);
       E23_TC_TILINGS(E23_TB_CASE)
 #undef E23_TB_CASE
 #undef E23_TB_PICK
     }
-    (void)tl, (void)v, (void)seg_on;
+    (void)tl, (void)v, (void)mode;
     return nullptr;
   }
 };
@@ -1225,17 +1228,20 @@ bool tc_plan23(int64_t B, int64_t N, int64_t d, const DeviceInfo &info, TcPlan23
 // lose them): for each tiling that d matches, the batch rows per cluster as pick_group finds for
 // the kernel; for each, where the on-chip set does not fit: first the segment's tapes on chip for
 // fewer steps (down to kMinPart: the segment is then walked in parts, each replayed from the
-// checkpoint), then the tapes in global scratch (L2), then the segment's w_t there too (read by
-// every step of the replay's chains and once a step by the walk), then dH (read and written
-// several times a step). The best tiling's by eng_bwd_plan_beats. The launch and the scratch
-// query ask for the same plan.
+// checkpoint), then the inverted walk (kInverted: dH and one tape on chip, where the group has at
+// most the plane rows of its state buffers), then the tapes in global scratch (L2), then the
+// segment's w_t there too (read by every step of the replay's chains and once a step by the
+// walk), then dH (read and written several times a step). The best tiling's by
+// eng_bwd_plan_beats, the inverted walk counting as one part. The launch and the scratch query
+// ask for the same plan.
 constexpr int64_t kMinPart = 4;
 struct TbPlan23 {
   Plan pl;
   tc::Tiling tl;
-  bool dh, w, seg;
+  bool dh, w, seg, inv;
   int cs_steps;  // steps the segment store holds (C unless it is on chip in parts)
   int64_t per_cta;
+  int mode() const { return inv ? kInverted : seg ? kSegOnChip : kSegGlobal; }
 };
 template <typename T>
 bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
@@ -1251,13 +1257,25 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
     const int cs = (int)(d / R);
     auto plan = [&](int g, TbPlan23 *tp) {
       for (const auto &pk : places) {
+        if (pk[0] && pk[1] && !pk[2]) {  // before the segment store goes off chip: inverted
+          const bool pack = g <= 4;
+          const int pr = pack ? 4 : kInvRows;
+          const Plan pl{true, cs, g, R, 0, false};
+          const bool split = tc_variant(pl, tl, N).split;
+          const size_t smem =
+              tb_layout(d, N, R, g, cs, tl.nw, C, C, true, true, true, pr, split).total;
+          if (g <= pr && smem <= (size_t)info.smem_optin) {
+            *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, true, true, true, true, (int)C, 0};
+            return true;
+          }
+        }
         const int64_t least = pk[2] ? std::min(C, kMinPart) : C;
         for (int64_t steps = C; steps >= least; steps--) {
           const size_t smem =
               tb_layout(d, N, R, g, cs, tl.nw, C, steps, pk[0], pk[1], pk[2]).total;
           if (smem <= (size_t)info.smem_optin) {
-            *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1], pk[2], (int)steps,
-                           tb_scratch(N, R, g, C, pk[0], pk[1], pk[2])};
+            *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1], pk[2], false,
+                           (int)steps, tb_scratch(N, R, g, C, pk[0], pk[1], pk[2])};
             return true;
           }
         }
@@ -1265,7 +1283,7 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
       return false;
     };
     auto resident = [&](const TbPlan23 &tp) {
-      return resident_clusters(BwdTc23<T>::get(tl, tc_variant(tp.pl, tl, N), tp.seg), tp.pl,
+      return resident_clusters(BwdTc23<T>::get(tl, tc_variant(tp.pl, tl, N), tp.mode()), tp.pl,
                                32u * (unsigned)tl.nw);
     };
     const int bg = pick_group(B, cs, info.sms, 8, false, [&](int g) {
@@ -1274,7 +1292,9 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
     });
     TbPlan23 tp;
     if (bg == 0 || !plan(bg, &tp)) continue;
-    const int parts = tp.seg ? (int)((C + tp.cs_steps - 1) / tp.cs_steps) : ENG_PARTS_OFF_CHIP;
+    const int parts = tp.inv   ? 1
+                      : tp.seg ? (int)((C + tp.cs_steps - 1) / tp.cs_steps)
+                               : ENG_PARTS_OFF_CHIP;
     const eng_cluster_plan_t cand{bg, cs, resident(tp), parts};
     if (found && !eng_bwd_plan_beats(B, cand, best)) continue;
     found = true, best = cand, *out = tp;
@@ -1287,9 +1307,9 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
     TbPlan23 tp;
     if (tb_plan23<T>(p.B, p.N, p.d, p.C, &tp)) {
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
-      p.tb_dh = tp.dh, p.tb_w = tp.w, p.tb_seg = tp.seg, p.tb_cs = tp.cs_steps;
+      p.tb_dh = tp.dh, p.tb_w = tp.w, p.tb_seg = tp.seg, p.tb_inv = tp.inv, p.tb_cs = tp.cs_steps;
       p.scratch = static_cast<acc_t<T> *>(scratch);
-      return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N), tp.seg), tp.pl,
+      return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N), tp.mode()), tp.pl,
                     (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
                     32u * (unsigned)tp.tl.nw);
     }

@@ -10,8 +10,10 @@
 // H_{t+1} = (1 - a_t) H_t + a_t w_t^T into the segment store (a thread a column and four slots),
 // with nothing to exchange. Where a segment's C tapes do not fit on chip but CS < C of them do,
 // the segment is walked in parts of at most CS steps from its end, each replayed from the
-// checkpoint (the steps before the part in registers). The walk back exchanges twice a step: dw
-// and the partial da = dH . (w - H), then dpre and the partial dr = H . dpre.
+// checkpoint (the steps before the part in registers). Where no part of kMinPart steps fits, the
+// walk may keep no segment store at all and step one tape back instead (kInverted below). The walk
+// back exchanges twice a step: dw and the partial da = dH . (w - H), then dpre and the partial
+// dr = H . dpre.
 //
 // Arrays indexed by slot i, batch row g and unit jj are laid out [i][g][R] (f32): the pair thread
 // reads float2 at (g = n, jj = c - r0), the replay a column of four slots. The tape gradient
@@ -23,19 +25,40 @@
 // refills a buffer that another still reads is argued at the walk. One cluster barrier publishes
 // the mbarriers' initialization before any remote store; every fill is waited for before the next.
 
+// Where the walk's tapes come from (the kernel's MODE):
+// - kSegGlobal: each segment replayed into the CTA's global scratch (L2); the column sums run
+//   after the slot loops;
+// - kSegOnChip: replayed into shared memory, in parts of CS steps where C do not fit; the column
+//   sums fused into the slot loops;
+// - kInverted: no segment store. The walk keeps one tape in shared memory, the segment's end (the
+//   next checkpoint, or for the last segment the forward's write replayed from its checkpoint), and
+//   steps it back in the first slot loop of each step: H_s = (H_{s+1} - a_s w_s) / (1 - a_s).
+//   Errors grow by 1 / (1 - a) a step: where the product since the last exact tape of the step's
+//   largest 1 / (1 - a) (over the group's rows and slots) would pass 2^kInvBits, the step's tape
+//   is replayed from the segment's checkpoint instead (exact; s steps of the write) and the
+//   product starts again. The column sums fused. Its state buffers' planes are kInvRows rows apart
+//   where unpacked (tc::hb_span): dH and the tape then fit beside everything else at 5 batch rows
+//   of 64 units and N = 64 (B = 64 N = 64 on clusters of 8).
+enum TbMode { kSegGlobal, kSegOnChip, kInverted };
+constexpr int kInvRows = 5;
+constexpr float kInvBits = 3.f;
+
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial sums
-// part1/part2 [cs][bg][N], a and r [C][bg][N], the softmax gradients dsa/dsr [bg][N], dpre of the
-// CTA's units [bg][R], the slot split's partial sums xp [threads] float2, then dH, ws and seg when
-// on chip, and the fills' four mbarriers. The transposed slices are staged over everything from red
-// on before their fragments are loaded (the mbarriers are initialized after).
+// part1/part2 [cs][bg][N], a and r [C][bg][N] (kInverted: [bg][N], the step's, 1 / (1 - a) in ia
+// and the warps' largest of it in mx [NW]), the softmax gradients dsa/dsr [bg][N], dpre of the CTA's units [bg][R] and the slot split's
+// partial sums xp [threads] float2 (kInverted: only with the split), then dH, ws and seg when on
+// chip (kInverted: seg holds the one tape, ws is not kept), and the fills' four mbarriers. The
+// transposed slices are staged over everything from red on before their fragments are loaded (the
+// mbarriers are initialized after). inv_pr: 0, else kInverted's plane rows (tc::Step's PR).
 struct TbLay {
-  size_t red, part1, part2, as, rs, dsa, dsr, dpl, xp, dh, ws, seg, bars, total;
+  size_t red, part1, part2, as, rs, ia, mx, dsa, dsr, dpl, xp, dh, ws, seg, bars, total;
 };
 __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
                                            int nw, int64_t C, int64_t CS, bool dh_on,
-                                           bool w_on, bool seg_on) {
+                                           bool w_on, bool seg_on, int inv_pr = 0,
+                                           bool split = true) {
   TbLay l{};
-  size_t at = tc::hb_bytes(d);
+  size_t at = inv_pr ? (tc::hb_span(d, 2, inv_pr) + 31) & ~(size_t)31 : tc::hb_bytes(d);
   auto take = [&](size_t bytes) {  // 32-byte aligned: wmma pointers
     size_t o = at;
     at += (bytes + 31) & ~(size_t)31;
@@ -45,15 +68,19 @@ __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int6
   l.red = take((size_t)nw * 8 * tc::ldr(R) * f);
   l.part1 = take((size_t)cs * bg * N * f);
   l.part2 = take((size_t)cs * bg * N * f);
-  l.as = take((size_t)C * bg * N * f);
-  l.rs = take((size_t)C * bg * N * f);
+  const int64_t steps = inv_pr ? 1 : C;  // of a and r
+  l.as = take((size_t)steps * bg * N * f);
+  l.rs = take((size_t)steps * bg * N * f);
+  l.ia = inv_pr ? take((size_t)bg * N * f) : 0;
+  l.mx = inv_pr ? take((size_t)nw * f) : 0;
   l.dsa = take((size_t)bg * N * f);
   l.dsr = take((size_t)bg * N * f);
-  l.dpl = take(slot);
-  l.xp = take((size_t)nw * 32 * 2 * f);
+  const bool pair_bufs = !inv_pr || split;  // dpl and xp
+  l.dpl = pair_bufs ? take(slot) : 0;
+  l.xp = pair_bufs ? take((size_t)nw * 32 * 2 * f) : 0;
   l.dh = dh_on ? take((size_t)N * slot) : 0;
-  l.ws = w_on ? take((size_t)C * slot) : 0;
-  l.seg = seg_on ? take((size_t)CS * N * slot) : 0;
+  l.ws = w_on && !inv_pr ? take((size_t)C * slot) : 0;
+  l.seg = seg_on ? take((size_t)(inv_pr ? 1 : CS) * N * slot) : 0;
   l.bars = take(4 * 8);
   const size_t staged = l.red + (size_t)R * d * 2;
   l.total = at > staged ? at : staged;
@@ -169,29 +196,34 @@ __device__ __forceinline__ void replay_slots(int s0, int s1, int n, const float 
 // The compiler no longer knows p for shared either: loads through it are generic.
 template <typename X> __device__ __forceinline__ void opaque(X *&p) { asm volatile("" : "+l"(p)); }
 
-// FUSED: the segment store on chip, the column sums fused into the pair loops (slot_loop below).
-template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK, bool FUSED>
+// MODE: TbMode. FUSED: the column sums fused into the pair loops (slot_loop below); INV: the
+// inverted walk.
+template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK, int MODE>
 __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
-  using S = tc::Step<T, MT, KS, NW, PACK ? tc::kPacked : tc::kHiLo>;
+  constexpr bool FUSED = MODE != kSegGlobal, INV = MODE == kInverted;
+  constexpr tc::Operand OP = PACK ? tc::kPacked : tc::kHiLo;
+  constexpr int PR = PACK ? 4 : INV ? kInvRows : 8;  // state buffer rows a plane
+  using S = tc::Step<T, MT, KS, NW, OP, PR>;
   using P = tc::Pair<T>;
   constexpr int R = S::R;
   constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char tc_smem[];
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
-  // the plan picks the tiling, PACK and FUSED
-  if (cs != S::CS || p.d != d || p.bg > S::NR || (bool)p.tb_seg != FUSED ||
-      (FUSED && !(p.tb_dh && p.tb_w)))
+  // the plan picks the tiling, PACK and MODE
+  if (cs != S::CS || p.d != d || p.bg > PR || (bool)p.tb_inv != INV ||
+      (bool)p.tb_seg != FUSED || (FUSED && !p.tb_dh) || (MODE == kSegOnChip && !p.tb_w))
     __trap();
   // per-CTA sizes and indices in int (a CTA's arrays are far below 2^31 elements)
   const int N = (int)p.N, bg = (int)p.bg, C = (int)p.C, SL = bg * R;  // SL: floats a slot
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
   const int64_t K = (nt + C - 1) / C;
   const int CS = p.tb_cs;  // steps the segment store holds
-  const TbLay l = tb_layout(d, N, R, bg, cs, NW, C, CS, p.tb_dh, p.tb_w, p.tb_seg);
+  const TbLay l = tb_layout(d, N, R, bg, cs, NW, C, CS, p.tb_dh, p.tb_w, p.tb_seg,
+                            INV ? PR : 0, SPLIT);
   auto sm = [&](size_t at) { return reinterpret_cast<float *>(tc_smem + at); };
   float *part1 = sm(l.part1), *part2 = sm(l.part2), *as = sm(l.as), *rs = sm(l.rs);
-  float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
+  float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl), *ia = sm(l.ia), *mx = sm(l.mx);
   float2 *xp = reinterpret_cast<float2 *>(tc_smem + l.xp);
   // A plan with the segment store on chip has dH and w_t there too (tb_plan23's order), and
   // FUSED then takes all three as shared-memory pointers: chosen at run time between shared and
@@ -200,7 +232,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   // choice: B = 64 N = 64 ran 4% slower with the segment store typed global.
   float *dH, *ws, *seg;
   if constexpr (FUSED) {
-    dH = sm(l.dh), ws = sm(l.ws), seg = sm(l.seg);
+    dH = sm(l.dh), ws = INV ? nullptr : sm(l.ws), seg = sm(l.seg);
   } else {
     float *glob = p.scratch + blockIdx.x * p.per_cta;
     dH = p.tb_dh ? sm(l.dh) : glob;
@@ -210,7 +242,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     seg = p.tb_seg ? sm(l.seg) : glob;
   }
   // prologue: the fragments of W_h^T's and W_write^T's rows, staged in turn over red onwards
-  S sh(tc_smem), sw(tc_smem);
+  S sh(tc_smem, sm(l.red)), sw(tc_smem, sm(l.red));
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
   tc::stage_slice(Ws, p.Wh, d, r0, R, true);
   sh.init_state((const T *)nullptr, gb, bg, B);  // every row zero; rows >= bg stay so
@@ -279,7 +311,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   constexpr int W = R / 2, W8 = W / 8;
   const int ie = sact ? i1 : i0, span = (N + sl.SP - 1) / sl.SP;  // span: most slots a part holds
   const bool wact = warp * 32 < sl.SP * sl.pairs;                 // a warp with split threads
-  auto slot_loop = [&](float *Hs, float *part, uint32_t bar, auto term) {
+  // FUSED: step(i, h) gives the tape value of slot i that the terms take (kInverted's first loop
+  // steps it back), stored back after the terms where `store`. A chunk whose 8 slots every lane
+  // of the warp holds runs without a predicate a slot (the loops' instructions halved).
+  auto slot_loop = [&](float *Hs, float *part, uint32_t bar, auto term, auto step, bool store) {
     if constexpr (!FUSED) {  // column_sums forms the sums: term runs for its own work alone
       if (sact)
 #pragma unroll 2
@@ -287,17 +322,28 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       return;
     }
     if (!wact) return;
-    for (int cb = i0; cb < i0 + span; cb += 8) {
+    auto chunk = [&](int cb, auto whole) {
+      constexpr bool F = decltype(whole)::value;
       float2 x[8], h[8];
 #pragma unroll
       for (int j = 0; j < 8; j++)
-        if (cb + j < ie) x[j] = *pair_at(dH + (cb + j) * SL), h[j] = *pair_at(Hs + (cb + j) * SL);
+        if (F || cb + j < ie) x[j] = *pair_at(dH + (cb + j) * SL), h[j] = *pair_at(Hs + (cb + j) * SL);
       float v[8];
 #pragma unroll
-      for (int j = 0; j < 8; j++) v[j] = cb + j < ie ? term(cb + j, x[j], h[j]) : 0.f;
+      for (int j = 0; j < 8; j++)
+        if (F || cb + j < ie) h[j] = step(cb + j, h[j]), v[j] = term(cb + j, x[j], h[j]);
+        else v[j] = 0.f;
+      if (store)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (F || cb + j < ie) *pair_at(Hs + (cb + j) * SL) = h[j];
       scatter_halves<8, W / 2>(v, lane);  // lane: slot (lane % W) / W8's sum, alike in W8 lanes
       const int i = cb + (lane % W) / W8;
       if (i < ie) put_some_async<S::CS, W8>(part + (rank * bg + n) * N + i, v[0], bar, lane % W8);
+    };
+    for (int cb = i0; cb < i0 + span; cb += 8) {
+      if (__all_sync(0xffffffffu, cb + 8 <= ie)) chunk(cb, std::true_type{});
+      else chunk(cb, std::false_type{});
     }
   };
   // Not FUSED: this CTA's sums over its R columns into every CTA's part, a task per (batch
@@ -338,16 +384,65 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     hfetch(nt - 1, v);
     hcur = hval(v), carry.x += g.x, carry.y += g.y;
   }
+  auto ck = [&](int64_t bi, int64_t at) { return bi < B ? p.ck_in[bi * p.ck_len + at] : 0.f; };
+  // kInverted: the step's trace. a_t and r_t of the group's rows (zeros past B) reach as and rs by
+  // cp.async during step t + 1, after its last reads of them; w_t at the pair, wcur, is loaded a
+  // step ahead into wnext. The tape lives in seg; each split thread owns its slots at its pair
+  // there in every loop, so stepping it back or replaying it needs no barrier.
+  const bool real = sact && gb + n < B;  // a split thread of a row below B
+  float2 wcur = make_float2(0.f, 0.f), wnext = wcur;
+  bool exact = false;  // kInverted: this step's tape replayed from the checkpoint
+  float grown = 0.f;   // kInverted: log2 of the bound on the errors' growth since the last exact tape
+  auto w_at = [&](int64_t t) {
+    const float *q = p.ck_in + (gb + n) * p.ck_len + p.ck_w + t * d + c;
+    return real ? make_float2(q[0], q[1]) : make_float2(0.f, 0.f);
+  };
+  auto trace_async = [&](int64_t t) {
+    for (int k = tid; k < bg * N; k += nth) {
+      const int64_t bi = gb + k / N, at = t * N + k % N;
+      const float *src = p.ck_in + (bi < B ? bi * p.ck_len : 0);
+      cp_async4(as + k, src + p.ck_a + at, bi < B);
+      cp_async4(rs + k, src + p.ck_r + at, bi < B);
+    }
+  };
+  // The pair's tape at its slots after `steps` writes of segment kseg, replayed from the segment's
+  // checkpoint with the forward's expression, into seg (steps = 0: the checkpoint itself).
+  auto replay_pair = [&](int64_t kseg, int steps) {
+    if (!sact) return;
+    const int64_t t0 = kseg * C, row = gb + n;
+    for (int cb = i0; cb < i1; cb += 8) {
+      float2 x[8];
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        const int64_t at = (kseg * N + cb + j) * d + c;
+        if (cb + j < i1) x[j] = make_float2(ck(row, at), ck(row, at + 1));
+      }
+      for (int s = 0; s < steps; s++) {
+        const float2 w = w_at(t0 + s);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (cb + j < i1) {
+            const float aj = ck(row, p.ck_a + (t0 + s) * N + cb + j);
+            x[j].x = (1.f - aj) * x[j].x + aj * w.x, x[j].y = (1.f - aj) * x[j].y + aj * w.y;
+          }
+      }
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (cb + j < i1) *pair_at(seg + (cb + j) * SL) = x[j];
+    }
+  };
   sync_all<true>();  // every CTA's mbarriers initialized before the first remote fill
   for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
     const int64_t t0 = kseg * C;
     const int L = (int)min((int64_t)C, nt - t0);
     // ---- the segment's trace (rows past B: zeros), then its parts: replay, walk back ----
-    // FUSED: by cp.async into shared memory, every copy of a thread in flight at once (gather_in's
-    // four a round took 7 round trips a segment at B = 64 N = 8). The others keep gather_in (ws
-    // may be in global scratch).
-    auto ck = [&](int64_t bi, int64_t at) { return bi < B ? p.ck_in[bi * p.ck_len + at] : 0.f; };
-    if constexpr (FUSED) {
+    // kSegOnChip: by cp.async into shared memory, every copy of a thread in flight at once
+    // (gather_in's four a round took 7 round trips a segment at B = 64 N = 8). kSegGlobal keeps
+    // gather_in (ws may be in global scratch). kInverted: the segment's end tape, or exact.
+    if constexpr (INV) {
+      replay_pair(kseg + 1 < K ? kseg + 1 : kseg, kseg + 1 < K ? 0 : L);
+      grown = 0.f;
+    } else if constexpr (FUSED) {
       auto copy = [&](float *dst, int64_t bi, int64_t at) {
         cp_async4(dst, p.ck_in + (bi < B ? bi * p.ck_len + at : 0), bi < B);
       };
@@ -369,14 +464,14 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         return ck(gb + (k / R) % bg, p.ck_w + (t0 + k / SL) * d + r0 + k % R);
       }, [&](int k, float v) { ws[k] = v; });
     }
-    __syncthreads();
+    if constexpr (!INV) __syncthreads();
     // The segment in parts of at most CS steps (one part when CS = C), the last part first:
     // H_{t+1} = (1 - a_t) H_t + a_t w_t^T from the checkpoint, H_s for s in [s0, s1) stored, a
     // thread a column m = g R + jj and four slots from i; the next task's checkpoint values load
     // before this one's chain. The barrier after the trace's loads, or the one ending the walk's
     // step s1, comes before; the one after lets the walk read the part.
     const int parts = (L + CS - 1) / CS, PL = (L + parts - 1) / parts;  // PL: steps a part
-    int s0 = L;  // the first step of the part on chip
+    int s0 = INV ? 0 : L;  // the first step of the part on chip
     auto replay = [&](int s1) {
       s0 = s1 - 1 - (s1 - 1) % PL;
       const int tasks = (N + 3) / 4 * SL;
@@ -410,20 +505,47 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     for (int s = L - 1; s >= 0; s--) {
       if (s < s0) replay(s + 1);
       const int64_t t = t0 + s;
+      if constexpr (INV) {  // the step's trace in place: its 1 / (1 - a), or its exact tape
+        if (t == nt - 1) {
+          trace_async(t), wnext = w_at(t);
+          cp_async_wait();
+          __syncthreads();
+        }
+        wcur = wnext;
+        float most = 1.f;
+        for (int k = tid; k < bg * N; k += nth) {
+          ia[k] = 1.f / (1.f - as[k]);
+          most = fmaxf(most, ia[k]);
+        }
+        most = warp_max(most);
+        if (lane == 0) mx[warp] = most;
+        __syncthreads();
+        for (int w = 0; w < NW; w++) most = fmaxf(most, mx[w]);  // alike in every thread
+        grown += log2f(most);
+        exact = !(grown <= kInvBits);  // also where a = 1 (inf)
+        if (exact) replay_pair(kseg, s), grown = 0.f;
+      }
       T hraw[2] = {};  // h_{t-1}, needed last: converted there, so the load's latency hides
       hfetch(t - 1, hraw);
       opaque(sw.hb), opaque(part1), opaque(part2);
       sh.hb = sw.hb;
-      float *Hs = seg + (s - s0) * N * SL;
-      float *wt = ws + s * SL;
-      const float *a = as + (s * bg + n) * N, *rr = rs + (s * bg + n) * N;
-      // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i])
+      float *Hs = INV ? seg : seg + (s - s0) * N * SL;
+      float *wt = INV ? nullptr : ws + s * SL;
+      const int sa = INV ? 0 : s;  // the step's rows in as and rs
+      const float *a = as + (sa * bg + n) * N, *rr = rs + (sa * bg + n) * N, *ir = ia + n * N;
+      // dw = sum_i a_i dH[i] to every CTA; the partial da_i = dH[i] . (w - H[i]); kInverted
+      // first steps the tape back: H_t from H_{t+1}
       float2 dw = make_float2(0.f, 0.f);
-      const float2 wp = FUSED && sact ? *pair_at(wt) : dw;  // da's term (FUSED alone uses it)
+      const float2 wp = INV ? wcur : FUSED && sact ? *pair_at(wt) : dw;  // da's term (FUSED)
+      const bool stepback = INV && !exact;  // H_t = (H_{t+1} - a_t w_t) / (1 - a_t)
       slot_loop(Hs, part1, dx.of(0), [&](int i, float2 x, float2 h) {
         dw.x += a[i] * x.x, dw.y += a[i] * x.y;
         return x.x * (wp.x - h.x) + x.y * (wp.y - h.y);
-      });
+      }, [&](int i, float2 h) {
+        if (!stepback) return h;
+        const float ai = a[i], qi = ir[i];
+        return make_float2((h.x - ai * wp.x) * qi, (h.y - ai * wp.y) * qi);
+      }, stepback);
       dw = gather(dw);
       if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
       if (!FUSED)
@@ -439,7 +561,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       auto through = [&](int b, const float *part, const float *w, float *out, S &st) {
         dx.wait(b);
         for (int g = warp; g < bg; g += NW)
-          softmax_back(part, bg, g, N, cs, w + (s * bg + g) * N, lane, out + g * N);
+          softmax_back(part, bg, g, N, cs, w + (sa * bg + g) * N, lane, out + g * N);
         sx.wait(b);
         st.product(b);
         __syncthreads();
@@ -462,7 +584,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         dpre.x = (carry.x + tot.x + scale * acc.x) * (1.f - hcur.x * hcur.x);
         dpre.y = (carry.y + tot.y + scale * acc.y) * (1.f - hcur.y * hcur.y);
         if (fin) sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
-        *pair_at(dpl) = dpre;
+        if (SPLIT || !FUSED) *pair_at(dpl) = dpre;  // read by the split's threads, column_sums
       }
       if (sl.SP > 1) {  // dpre to the pair's other split threads
         __syncthreads();
@@ -475,7 +597,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         *pair_at(dH + i * SL) = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
                                            (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
         return h.x * dpre.x + h.y * dpre.y;
-      });
+      }, [](int, float2 h) { return h; }, false);
       if (!FUSED) {
         __syncthreads();
         column_sums(part2, dx.of(1), [&](int g, int i, int q) {
@@ -498,6 +620,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       }
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
       through(1, sm(l.part2), rs, dsr, sh);
+      if (INV && t >= 1) trace_async(t - 1), wnext = w_at(t - 1);  // as and rs read for the last time
       float2 back = make_float2(0.f, 0.f);
       const float2 hprv = hval(hraw);
       if (sact)
@@ -510,6 +633,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
       }
       hcur = hprv;
+      if constexpr (INV) cp_async_wait();
       __syncthreads();
     }
   }
