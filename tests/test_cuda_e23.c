@@ -130,11 +130,35 @@ Test(cuda_e23, tensor_core_backward) {
  * whatever the data: C = 256 replays exact tapes in the first segment and steps back from them,
  * and the last segment, 4 steps, steps back from its end. B = 5: one row a cluster (checkpoint
  * intervals this long leave no room for a segment store on chip). The benchmark shape B = 64
- * N = 64 (5 rows a cluster, the state buffers' planes kInvRows apart) and B = 19 in
- * tensor_core_backward step back. */
+ * N = 64 (5 rows a cluster, the state buffers' planes kInvRows apart), B = 19 in
+ * tensor_core_backward and quad_split's B = 64 N = 37 (a part-full last chunk of slots) step
+ * back too. */
 Test(cuda_e23, inverted_walk) {
   SKIP_WITHOUT_GPU();
   check(5, 260, 64, 512, 256, ENG_BF16, 1, 1, 0);
+}
+
+/* The slot split of the tensor-core kernels (slot_split in cuda/e23.cu) where the slots do not
+ * divide evenly: N = 37 at d = 512 gives 2 split threads a pair with 18 and 19 slots, N = 41 at
+ * d = 256 gives 4 with 10, 10, 10 and 11 (forward f16 and bf16, backward bf16). The benchmark
+ * shape B = 4 N = 64 splits 16 ways (clusters of 16); tensor_core_backward's B = 19 N = 64
+ * splits 4 ways with 2 batch rows a cluster and the last group part-full. */
+Test(cuda_e23, slot_split) {
+  SKIP_WITHOUT_GPU();
+  check(4, 9, 37, 512, 4, ENG_BF16, 1, 1, 0);
+  check(3, 17, 41, 256, 4, ENG_BF16, 1, 1, 0);
+  check(3, 17, 41, 256, 4, ENG_F16, 0, 1, 1);
+}
+
+/* The forward's quad split (quad_parts in cuda/e23.cu), where more than 4 batch rows a cluster
+ * leave the pair split off: B = 64 at d = 512 runs 13 clusters of 5 rows, so 80 quads of columns
+ * whose slots split 3 ways (N = 37: 12, 12 and 13; N = 63: 21 each); B = 150 at d = 256, 5 rows
+ * a cluster where 30 clusters are resident, splits 40 quads 3 ways. */
+Test(cuda_e23, quad_split) {
+  SKIP_WITHOUT_GPU();
+  check(64, 9, 37, 512, 4, ENG_BF16, 1, 1, 0);
+  check(64, 9, 63, 512, 4, ENG_F16, 1, 1, 1);
+  check(150, 9, 41, 256, 4, ENG_BF16, 1, 1, 0);
 }
 
 Test(cuda_e23, long_sequences_stay_finite) {
