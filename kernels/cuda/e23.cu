@@ -624,6 +624,13 @@ enum TapeSplit { kNoSplit, kPairSplit, kQuadSplit };
 // V consecutive floats as one shared-memory access (8 or 16 bytes).
 template <int V> struct alignas(4 * V) Floats { float x[V]; };
 
+// The write of one tape entry, H <- (1 - a) H + a w: the tensor-core forward's write and the
+// tensor-core backward's replays of it (e23_bwd_tc.cuh) are this one expression, so a replayed
+// tape is the forward's. (The generic kernels replay their own step code.)
+__device__ __forceinline__ float tape_write(float x, float a, float w) {
+  return (1.f - a) * x + a * w;
+}
+
 // A thread's part of the tape loops at V units of a batch row (trow: its tape at those units,
 // slots LT floats apart), slots [i0, i1): the write H <- (1 - a) H + a w^T (the forward's
 // expression: the backward replays it), each slot's new values into ckp (the checkpoint's units,
@@ -640,7 +647,7 @@ __device__ __forceinline__ void write_slots(float *trow, int LT, int i0, int i1,
     const float ai = ab[i], ri = rb[i];
     Floats<V> hv = *hp;
 #pragma unroll
-    for (int k = 0; k < V; k++) hv.x[k] = (1.f - ai) * hv.x[k] + ai * w.x[k];
+    for (int k = 0; k < V; k++) hv.x[k] = tape_write(hv.x[k], ai, w.x[k]);
     *hp = hv;
 #pragma unroll
     for (int k = 0; k < V; k++) {
@@ -1247,8 +1254,11 @@ template <typename T>
 bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
   DeviceInfo info;
   if (device_info(&info) || info.smem_optin <= 0) return false;  // errors: v1 reports them
-  // dH, w, seg on chip
-  constexpr bool places[][3] = {{1, 1, 1}, {1, 1, 0}, {1, 0, 0}, {0, 0, 0}};
+  // the placements in order: dH, w_t, the segment's tapes on chip; the inverted walk
+  struct Place {
+    bool dh, w, seg, inv;
+  };
+  constexpr Place places[] = {{1, 1, 1, 0}, {1, 1, 1, 1}, {1, 1, 0, 0}, {1, 0, 0, 0}, {0, 0, 0, 0}};
   bool found = false;
   eng_cluster_plan_t best{};
   for (const tc::Tiling &tl : kTcTilings23) {
@@ -1256,26 +1266,19 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
     if (d != (int64_t)16 * tl.ks * tl.nw) continue;
     const int cs = (int)(d / R);
     auto plan = [&](int g, TbPlan23 *tp) {
-      for (const auto &pk : places) {
-        if (pk[0] && pk[1] && !pk[2]) {  // before the segment store goes off chip: inverted
-          const bool pack = g <= 4;
-          const int pr = pack ? 4 : kInvRows;
-          const Plan pl{true, cs, g, R, 0, false};
-          const bool split = tc_variant(pl, tl, N).split;
-          const size_t smem =
-              tb_layout(d, N, R, g, cs, tl.nw, C, C, true, true, true, pr, split).total;
-          if (g <= pr && smem <= (size_t)info.smem_optin) {
-            *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, true, true, true, true, (int)C, 0};
-            return true;
-          }
-        }
-        const int64_t least = pk[2] ? std::min(C, kMinPart) : C;
+      const TcVariant v = tc_variant(Plan{true, cs, g, R, 0, false}, tl, N);
+      const int pr = tb_plane_rows(v.pack, true);
+      for (const Place &pk : places) {
+        if (pk.inv && g > pr) continue;
+        // the steps of tapes on chip: a part of at least kMinPart, the whole segment elsewhere
+        const int64_t least = pk.seg && !pk.inv ? std::min(C, kMinPart) : C;
         for (int64_t steps = C; steps >= least; steps--) {
-          const size_t smem =
-              tb_layout(d, N, R, g, cs, tl.nw, C, steps, pk[0], pk[1], pk[2]).total;
+          const size_t smem = tb_layout(d, N, R, g, cs, tl.nw, C, steps, pk.dh, pk.w, pk.seg,
+                                        pk.inv ? pr : 0, v.split)
+                                  .total;
           if (smem <= (size_t)info.smem_optin) {
-            *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk[0], pk[1], pk[2], false,
-                           (int)steps, tb_scratch(N, R, g, C, pk[0], pk[1], pk[2])};
+            *tp = TbPlan23{Plan{true, cs, g, R, smem, false}, tl, pk.dh, pk.w, pk.seg, pk.inv,
+                           (int)steps, tb_scratch(N, R, g, C, pk.dh, pk.w, pk.seg)};
             return true;
           }
         }

@@ -42,14 +42,20 @@
 enum TbMode { kSegGlobal, kSegOnChip, kInverted };
 constexpr int kInvRows = 5;
 constexpr float kInvBits = 3.f;
+// The rows between the state buffers' planes (tc::Step's PR): the group's rows where packed, else
+// kInvRows for the inverted walk and a whole part otherwise. The group may have at most these.
+__host__ __device__ constexpr int tb_plane_rows(bool pack, bool inv) {
+  return pack ? 4 : inv ? kInvRows : 8;
+}
 
 // Shared memory after tc::Step's state buffers: red [NW][8][R + 4] f32, the partial sums
 // part1/part2 [cs][bg][N], a and r [C][bg][N] (kInverted: [bg][N], the step's, 1 / (1 - a) in ia
-// and the warps' largest of it in mx [NW]), the softmax gradients dsa/dsr [bg][N], dpre of the CTA's units [bg][R] and the slot split's
-// partial sums xp [threads] float2 (kInverted: only with the split), then dH, ws and seg when on
-// chip (kInverted: seg holds the one tape, ws is not kept), and the fills' four mbarriers. The
-// transposed slices are staged over everything from red on before their fragments are loaded (the
-// mbarriers are initialized after). inv_pr: 0, else kInverted's plane rows (tc::Step's PR).
+// and the warps' largest of it in mx [NW]), the softmax gradients dsa/dsr [bg][N], dpre of the
+// CTA's units [bg][R] and the slot split's partial sums xp [threads] float2 (kInverted: only with
+// the split), then dH, ws and seg when on chip (kInverted: seg holds the one tape, ws is not
+// kept), and the fills' four mbarriers. The transposed slices are staged over everything from red
+// on before their fragments are loaded (the mbarriers are initialized after). inv_pr: 0, else
+// kInverted's plane rows (tb_plane_rows).
 struct TbLay {
   size_t red, part1, part2, as, rs, ia, mx, dsa, dsr, dpl, xp, dh, ws, seg, bars, total;
 };
@@ -185,7 +191,7 @@ __device__ __forceinline__ void replay_slots(int s0, int s1, int n, const float 
 #pragma unroll
     for (int j = 0; j < 4; j++) {
       const float aj = a[s * as_ + ai[j]];
-      v[j] = (1.f - aj) * v[j] + aj * ws;
+      v[j] = tape_write(v[j], aj, ws);
       if (s + 1 >= s0 && j < n) x[(s + 1 - s0) * step + j * SL] = v[j];
     }
   }
@@ -202,7 +208,7 @@ template <typename T, int MT, int KS, int NW, bool SPLIT, bool PACK, int MODE>
 __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   constexpr bool FUSED = MODE != kSegGlobal, INV = MODE == kInverted;
   constexpr tc::Operand OP = PACK ? tc::kPacked : tc::kHiLo;
-  constexpr int PR = PACK ? 4 : INV ? kInvRows : 8;  // state buffer rows a plane
+  constexpr int PR = tb_plane_rows(PACK, INV);
   using S = tc::Step<T, MT, KS, NW, OP, PR>;
   using P = tc::Pair<T>;
   constexpr int R = S::R;
@@ -328,7 +334,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       float2 x[8], h[8];
 #pragma unroll
       for (int j = 0; j < 8; j++)
-        if (F || cb + j < ie) x[j] = *pair_at(dH + (cb + j) * SL), h[j] = *pair_at(Hs + (cb + j) * SL);
+        if (F || cb + j < ie)
+          x[j] = *pair_at(dH + (cb + j) * SL), h[j] = *pair_at(Hs + (cb + j) * SL);
       float v[8];
 #pragma unroll
       for (int j = 0; j < 8; j++)
@@ -393,7 +400,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   const bool real = sact && gb + n < B;  // a split thread of a row below B
   float2 wcur = make_float2(0.f, 0.f), wnext = wcur;
   bool exact = false;  // kInverted: this step's tape replayed from the checkpoint
-  float grown = 0.f;   // kInverted: log2 of the bound on the errors' growth since the last exact tape
+  float grown = 0.f;   // kInverted: log2 of the bound on the errors' growth since an exact tape
   auto w_at = [&](int64_t t) {
     const float *q = p.ck_in + (gb + n) * p.ck_len + p.ck_w + t * d + c;
     return real ? make_float2(q[0], q[1]) : make_float2(0.f, 0.f);
@@ -424,7 +431,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         for (int j = 0; j < 8; j++)
           if (cb + j < i1) {
             const float aj = ck(row, p.ck_a + (t0 + s) * N + cb + j);
-            x[j].x = (1.f - aj) * x[j].x + aj * w.x, x[j].y = (1.f - aj) * x[j].y + aj * w.y;
+            x[j] = make_float2(tape_write(x[j].x, aj, w.x), tape_write(x[j].y, aj, w.y));
           }
       }
 #pragma unroll
@@ -621,7 +628,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       }
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
       through(1, sm(l.part2), rs, dsr, sh);
-      if (INV && t >= 1) trace_async(t - 1), wnext = w_at(t - 1);  // as and rs read for the last time
+      if (INV && t >= 1) trace_async(t - 1), wnext = w_at(t - 1);  // as and rs are read no more
       float2 back = make_float2(0.f, 0.f);
       const float2 hprv = hval(hraw);
       if (sact)
