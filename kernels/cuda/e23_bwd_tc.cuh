@@ -135,21 +135,63 @@ __device__ __forceinline__ void softmax_back(const float *part, int bg, int g, i
   }
 }
 
-// The pair thread's part of a slot loop that stores while it loads; __restrict__ lets the loads
-// of later slots (from L2 where the segment store is off chip) run ahead of the stores.
-// Returns sum_i ds_i H[i] at the pair and adds scale ds_i hp to dH[i].
+// The pair thread's last slot loop of a step: returns sum_i dr_i H[i] at the pair and takes dH[i]
+// through the step, (1 - a_i) dH[i] + scale (da_i hc + dr_i hp) + r_i dp (the softmax gradients
+// da and dr, h_t hc, h_{t-1} hp, dpre dp). dH's update ran in a loop of its own between the
+// exchanges before; there, dr's loop now reads only the tape (B = 64 N = 64, cycles a step: that
+// loop 7 100 -> 3 600, this one 4 300 -> 4 800).
 __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restrict__ H,
-                                            float *__restrict__ dH, const float *__restrict__ ds,
-                                            float scale, float2 hp) {
+                                            float *__restrict__ dH, const float *__restrict__ dr,
+                                            const float *__restrict__ da,
+                                            const float *__restrict__ a,
+                                            const float *__restrict__ r, float scale, float2 hc,
+                                            float2 hp, float2 dp) {
   float2 acc = make_float2(0.f, 0.f);
-#pragma unroll 8
-  for (int i = 0; i < N; i++) {
-    const float di = ds[i], si = scale * di;
+  // Eight slots at a time, their loads before their stores: a slot at a time, each slot's loads
+  // waited behind the stores before them (6 900 cycles, not 4 800). The slots' four scalars as
+  // float4s where aligned (B = 64 N = 64: N and the slot ranges are multiples of 4).
+  const bool vec = (((uintptr_t)dr | (uintptr_t)da | (uintptr_t)a | (uintptr_t)r) & 15) == 0;
+  int i = 0;
+  for (; i + 8 <= N; i += 8) {
+    float di[8], dai[8], ai[8], ri[8];
+    float2 x[8], v[8];
+    if (vec) {
+#pragma unroll
+      for (int q = 0; q < 8; q += 4) {
+        *reinterpret_cast<float4 *>(di + q) = *reinterpret_cast<const float4 *>(dr + i + q);
+        *reinterpret_cast<float4 *>(dai + q) = *reinterpret_cast<const float4 *>(da + i + q);
+        *reinterpret_cast<float4 *>(ai + q) = *reinterpret_cast<const float4 *>(a + i + q);
+        *reinterpret_cast<float4 *>(ri + q) = *reinterpret_cast<const float4 *>(r + i + q);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        di[j] = dr[i + j], dai[j] = da[i + j], ai[j] = a[i + j], ri[j] = r[i + j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      x[j] = *reinterpret_cast<const float2 *>(H + (i + j) * SL),
+      v[j] = *reinterpret_cast<const float2 *>(dH + (i + j) * SL);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const float qi = scale * di[j], si = scale * dai[j];
+      acc.x += di[j] * x[j].x, acc.y += di[j] * x[j].y;
+      const float2 u = make_float2((1.f - ai[j]) * v[j].x + si * hc.x + ri[j] * dp.x,
+                                   (1.f - ai[j]) * v[j].y + si * hc.y + ri[j] * dp.y);
+      v[j] = make_float2(u.x + qi * hp.x, u.y + qi * hp.y);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) *reinterpret_cast<float2 *>(dH + (i + j) * SL) = v[j];
+  }
+  for (; i < N; i++) {
+    const float di = dr[i], qi = scale * di, ai = a[i], si = scale * da[i], ri = r[i];
     const float2 x = *reinterpret_cast<const float2 *>(H + i * SL);
     acc.x += di * x.x, acc.y += di * x.y;
     float2 *y = reinterpret_cast<float2 *>(dH + i * SL);
     const float2 v = *y;
-    *y = make_float2(v.x + si * hp.x, v.y + si * hp.y);
+    const float2 u = make_float2((1.f - ai) * v.x + si * hc.x + ri * dp.x,
+                                 (1.f - ai) * v.y + si * hc.y + ri * dp.y);
+    *y = make_float2(u.x + qi * hp.x, u.y + qi * hp.y);
   }
   return acc;
 }
@@ -304,7 +346,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   };
   // The pair threads' loops over their slots [i0, i1) at the pair: term(i, x, h) gets dH[i] and
   // H[i] there and returns the pair's share of a sum over the units for slot i (dw's loop: da;
-  // dH's update: dr). FUSED (the tapes on chip): those sums are reduce-scatters (scatter_halves,
+  // dr's loop: dr). FUSED (the tapes on chip): those sums are reduce-scatters (scatter_halves,
   // cuda/common.cuh) over the R / 2 pair threads of a (part sp, batch row n), one warp or half of
   // one, 8 slots at a time, and the W / 8 lanes that hold a slot's sum send it to every CTA's part
   // (counted on `bar`): the tape and dH are read once a loop, and no barrier or one-lane sends to
@@ -321,9 +363,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   // steps it back), stored back after the terms where `store`. A chunk whose 8 slots every lane
   // of the warp holds runs without a predicate a slot (dw's loop: 265 -> 193 instructions a
   // chunk; B64 N64 17.0 -> 14.3 us a step, B4 N8 3.8 -> 3.5).
-  auto slot_loop = [&](float *Hs, float *part, uint32_t bar, auto term, auto step, bool store) {
+  // with_dh: whether the terms read dH (dr's loop reads only the tape).
+  auto slot_loop = [&](float *Hs, float *part, uint32_t bar, auto term, auto step, bool store,
+                       auto with_dh) {
+    constexpr bool XD = decltype(with_dh)::value;
     if constexpr (!FUSED) {  // column_sums forms the sums: term runs for its own work alone
-      if (sact)
+      if (XD && sact)
 #pragma unroll 2
         for (int i = i0; i < i1; i++) term(i, *pair_at(dH + i * SL), make_float2(0.f, 0.f));
       return;
@@ -335,7 +380,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
 #pragma unroll
       for (int j = 0; j < 8; j++)
         if (F || cb + j < ie)
-          x[j] = *pair_at(dH + (cb + j) * SL), h[j] = *pair_at(Hs + (cb + j) * SL);
+          x[j] = XD ? *pair_at(dH + (cb + j) * SL) : make_float2(0.f, 0.f),
+          h[j] = *pair_at(Hs + (cb + j) * SL);
       float v[8];
 #pragma unroll
       for (int j = 0; j < 8; j++)
@@ -393,9 +439,11 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
     hcur = hval(v), carry.x += g.x, carry.y += g.y;
   }
   auto ck = [&](int64_t bi, int64_t at) { return bi < B ? p.ck_in[bi * p.ck_len + at] : 0.f; };
-  // kInverted: the step's trace. a_t and r_t of the group's rows (zeros past B) reach as and rs by
-  // cp.async during step t + 1, after its last reads of them; w_t at the pair, wcur, is loaded a
-  // step ahead into wnext. The tape lives in seg; each split thread owns its slots at its pair
+  // kInverted: the step's trace. a_t and r_t of the group's rows (zeros past B) are loaded into
+  // registers during step t + 1's read-back (which still reads a_{t+1} and r_{t+1}), a thread's
+  // first two entries (ta, tr; B = 64 N = 64 has 320 on 256 threads), and stored into as and rs at
+  // step t's start (the last step's by cp.async); w_t at the pair, wcur, is loaded a step ahead
+  // into wnext. The tape lives in seg; each split thread owns its slots at its pair
   // there in every loop, so stepping it back or replaying it needs no barrier.
   const bool real = sact && gb + n < B;  // a split thread of a row below B
   float2 wcur = make_float2(0.f, 0.f), wnext = wcur;
@@ -404,6 +452,15 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   auto w_at = [&](int64_t t) {
     const float *q = p.ck_in + (gb + n) * p.ck_len + p.ck_w + t * d + c;
     return real ? make_float2(q[0], q[1]) : make_float2(0.f, 0.f);
+  };
+  float ta0 = 0.f, ta1 = 0.f, tr0 = 0.f, tr1 = 0.f;
+  auto trace_at = [&](int64_t t, int k, int64_t off) {  // entry k of a_t (off ck_a) or r_t (ck_r)
+    const int64_t bi = gb + k / N;
+    return k < bg * N && bi < B ? p.ck_in[bi * p.ck_len + off + t * N + k % N] : 0.f;
+  };
+  auto trace_load = [&](int64_t t) {
+    ta0 = trace_at(t, tid, p.ck_a), tr0 = trace_at(t, tid, p.ck_r);
+    ta1 = trace_at(t, tid + nth, p.ck_a), tr1 = trace_at(t, tid + nth, p.ck_r);
   };
   auto trace_async = [&](int64_t t) {
     for (int k = tid; k < bg * N; k += nth) {
@@ -521,8 +578,13 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         }
         wcur = wnext;
         float most = 1.f;
-        for (int k = tid; k < bg * N; k += nth) {
-          ia[k] = 1.f / (1.f - as[k]);
+        for (int k = tid, j = 0; k < bg * N; k += nth, j++) {
+          float av = as[k];
+          if (t != nt - 1) {
+            av = j == 0 ? ta0 : j == 1 ? ta1 : trace_at(t, k, p.ck_a);
+            as[k] = av, rs[k] = j == 0 ? tr0 : j == 1 ? tr1 : trace_at(t, k, p.ck_r);
+          }
+          ia[k] = 1.f / (1.f - av);
           most = fmaxf(most, ia[k]);
         }
         most = warp_max(most);
@@ -553,7 +615,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         if (!stepback) return h;
         const float ai = a[i], qi = ir[i];
         return make_float2((h.x - ai * wp.x) * qi, (h.y - ai * wp.y) * qi);
-      }, stepback);
+      }, stepback, std::true_type{});
       dw = gather(dw);
       if (fin) sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
       if (!FUSED)
@@ -598,14 +660,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         __syncthreads();
         if (sact) dpre = *pair_at(dpl);
       }
-      // dH's update and the partial dr_i = H[i] . dpre (fused: dH and the tape are the thread's
-      // own at its pair and slots, so no barrier comes before the sends)
-      slot_loop(Hs, part2, dx.of(1), [&](int i, float2 v, float2 h) {
-        const float ai = a[i], si = scale * dsa[n * N + i], ri = rr[i];
-        *pair_at(dH + i * SL) = make_float2((1.f - ai) * v.x + si * hcur.x + ri * dpre.x,
-                                           (1.f - ai) * v.y + si * hcur.y + ri * dpre.y);
+      // the partial dr_i = H[i] . dpre (dH's update waits for the read-back)
+      slot_loop(Hs, part2, dx.of(1), [&](int, float2, float2 h) {
         return h.x * dpre.x + h.y * dpre.y;
-      }, [](int, float2 h) { return h; }, false);
+      }, [](int, float2 h) { return h; }, false, std::false_type{});
       if (!FUSED) {
         __syncthreads();
         column_sums(part2, dx.of(1), [&](int g, int i, int q) {
@@ -628,12 +686,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       }
       // through r = softmax(scale H h_{t-1}) and W_h: the carry into h_{t-1}; dH's read share
       through(1, sm(l.part2), rs, dsr, sh);
-      if (INV && t >= 1) trace_async(t - 1), wnext = w_at(t - 1);  // as and rs are read no more
+      if (INV && t >= 1) trace_load(t - 1), wnext = w_at(t - 1);
       float2 back = make_float2(0.f, 0.f);
       const float2 hprv = hval(hraw);
       if (sact)
-        back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0, scale,
-                         hprv);
+        back = read_back(i1 - i0, SL, Hs + me + i0 * SL, dH + me + i0 * SL, dsr + n * N + i0,
+                         dsa + n * N + i0, a + i0, rr + i0, scale, hcur, hprv, dpre);
       back = gather(back);
       if (act) {
         const float2 tot = sh.sum(n, r);
@@ -641,7 +699,6 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         carry = make_float2(tot.x + scale * back.x + gnext.x, tot.y + scale * back.y + gnext.y);
       }
       hcur = hprv;
-      if constexpr (INV) cp_async_wait();
       __syncthreads();
     }
   }
