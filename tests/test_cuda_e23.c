@@ -132,10 +132,13 @@ Test(cuda_e23, tensor_core_backward) {
  * intervals this long leave no room for a segment store on chip). The benchmark shape B = 64
  * N = 64 (5 rows a cluster, the state buffers' planes kInvRows apart), B = 19 in
  * tensor_core_backward and quad_split's B = 64 N = 37 (a part-full last chunk of slots) step
- * back too. */
+ * back too. B = 50 N = 128 at d = 256: 4 rows a cluster of 128 threads, whose a_t and r_t
+ * (512 entries) reach a thread's registers for its first two and come from global memory for the
+ * rest at the step's start (4 steps of tapes, 256 KB, do not fit on chip). */
 Test(cuda_e23, inverted_walk) {
   SKIP_WITHOUT_GPU();
   check(5, 260, 64, 512, 256, ENG_BF16, 1, 1, 0);
+  check(50, 12, 128, 256, 8, ENG_BF16, 1, 1, 0);
 }
 
 /* The slot split of the tensor-core kernels (slot_split in cuda/e23.cu) where the slots do not
