@@ -100,17 +100,23 @@ __host__ __device__ inline int64_t tb_scratch(int64_t N, int64_t R, int64_t bg, 
 }
 
 // Batch row g's gradient through p = softmax(scores) by one warp: out = p (v - p . v), v summed
-// from the cs CTAs' partials part[(q * bg + g) * N + i]. Slot i on lane i % 32, register i / 32
+// from the CS CTAs' partials part[(q * bg + g) * N + i]. Slot i on lane i % 32, register i / 32
 // (K of them, N <= 32 K), reduced over the lanes that hold values: the walk waits on this chain.
-template <int K>
-__device__ void softmax_back_lanes(const float *part, int bg, int g, int N, int cs, const float *p,
+// The partials CTA by CTA for all K slots at once, every load in flight together (slot by slot,
+// each chain waited for each CTA's load in turn); the sums' order is the same.
+template <int K, int CS>
+__device__ void softmax_back_lanes(const float *part, int bg, int g, int N, const float *p,
                                    int lane, float *out) {
-  float v[K], pk[K], dot = 0.f;
+  float v[K] = {}, pk[K], dot = 0.f;
+  const float *at = part + g * N + lane;
+#pragma unroll
+  for (int q = 0; q < CS; q++, at += bg * N)
+#pragma unroll
+    for (int k = 0; k < K; k++)
+      if (lane + 32 * k < N) v[k] += at[32 * k];
 #pragma unroll
   for (int k = 0; k < K; k++) {
-    const int i = lane + 32 * k;
-    v[k] = i < N ? partial_sum(part + g * N + i, bg * N, cs) : 0.f;
-    pk[k] = i < N ? p[i] : 0.f;
+    pk[k] = lane + 32 * k < N ? p[lane + 32 * k] : 0.f;
     dot += pk[k] * v[k];
   }
   dot = warp_sum(dot, lanes_width<K>(N));
@@ -118,15 +124,16 @@ __device__ void softmax_back_lanes(const float *part, int bg, int g, int N, int 
   for (int k = 0; k < K; k++)
     if (lane + 32 * k < N) out[lane + 32 * k] = pk[k] * (v[k] - dot);
 }
-__device__ __forceinline__ void softmax_back(const float *part, int bg, int g, int N, int cs,
+template <int CS>
+__device__ __forceinline__ void softmax_back(const float *part, int bg, int g, int N,
                                              const float *p, int lane, float *out) {
-  if (N <= 32) softmax_back_lanes<1>(part, bg, g, N, cs, p, lane, out);
-  else if (N <= 64) softmax_back_lanes<2>(part, bg, g, N, cs, p, lane, out);
-  else if (N <= 96) softmax_back_lanes<3>(part, bg, g, N, cs, p, lane, out);
+  if (N <= 32) softmax_back_lanes<1, CS>(part, bg, g, N, p, lane, out);
+  else if (N <= 64) softmax_back_lanes<2, CS>(part, bg, g, N, p, lane, out);
+  else if (N <= 96) softmax_back_lanes<3, CS>(part, bg, g, N, p, lane, out);
   else {
     float dot = 0.f;
     for (int i = lane; i < N; i += 32) {
-      const float v = partial_sum(part + g * N + i, bg * N, cs);
+      const float v = partial_sum(part + g * N + i, bg * N, CS);
       out[i] = v;
       dot += p[i] * v;
     }
@@ -631,7 +638,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       auto through = [&](int b, const float *part, const float *w, float *out, S &st) {
         dx.wait(b);
         for (int g = warp; g < bg; g += NW)
-          softmax_back(part, bg, g, N, cs, w + (sa * bg + g) * N, lane, out + g * N);
+          softmax_back<S::CS>(part, bg, g, N, w + (sa * bg + g) * N, lane, out + g * N);
         sx.wait(b);
         st.product(b);
         __syncthreads();
