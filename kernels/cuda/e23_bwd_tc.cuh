@@ -61,8 +61,8 @@ struct TbLay {
 };
 __host__ __device__ inline TbLay tb_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
                                            int nw, int64_t C, int64_t CS, bool dh_on,
-                                           bool w_on, bool seg_on, int inv_pr = 0,
-                                           bool split = true) {
+                                           bool w_on, bool seg_on, int inv_pr,
+                                           bool split) {
   TbLay l{};
   size_t at = inv_pr ? (tc::hb_span(d, 2, inv_pr) + 31) & ~(size_t)31 : tc::hb_bytes(d);
   auto take = [&](size_t bytes) {  // 32-byte aligned: wmma pointers
@@ -147,6 +147,14 @@ __device__ __forceinline__ void softmax_back(const float *part, int bg, int g, i
 // da and dr, h_t hc, h_{t-1} hp, dpre dp). dH's update ran in a loop of its own between the
 // exchanges before; there, dr's loop now reads only the tape (B = 64 N = 64, cycles a step: that
 // loop 7 100 -> 3 600, this one 4 300 -> 4 800).
+// dH[i]'s value v through the step (read_back): its slot's 1 - a ai, scale da si, r ri and scale
+// dr qi.
+__device__ __forceinline__ float2 dh_through(float2 v, float ai, float si, float ri, float qi,
+                                             float2 hc, float2 hp, float2 dp) {
+  const float2 u = make_float2((1.f - ai) * v.x + si * hc.x + ri * dp.x,
+                               (1.f - ai) * v.y + si * hc.y + ri * dp.y);
+  return make_float2(u.x + qi * hp.x, u.y + qi * hp.y);
+}
 __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restrict__ H,
                                             float *__restrict__ dH, const float *__restrict__ dr,
                                             const float *__restrict__ da,
@@ -181,24 +189,18 @@ __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restri
       v[j] = *reinterpret_cast<const float2 *>(dH + (i + j) * SL);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-      const float qi = scale * di[j], si = scale * dai[j];
       acc.x += di[j] * x[j].x, acc.y += di[j] * x[j].y;
-      const float2 u = make_float2((1.f - ai[j]) * v[j].x + si * hc.x + ri[j] * dp.x,
-                                   (1.f - ai[j]) * v[j].y + si * hc.y + ri[j] * dp.y);
-      v[j] = make_float2(u.x + qi * hp.x, u.y + qi * hp.y);
+      v[j] = dh_through(v[j], ai[j], scale * dai[j], ri[j], scale * di[j], hc, hp, dp);
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) *reinterpret_cast<float2 *>(dH + (i + j) * SL) = v[j];
   }
   for (; i < N; i++) {
-    const float di = dr[i], qi = scale * di, ai = a[i], si = scale * da[i], ri = r[i];
+    const float di = dr[i];
     const float2 x = *reinterpret_cast<const float2 *>(H + i * SL);
     acc.x += di * x.x, acc.y += di * x.y;
     float2 *y = reinterpret_cast<float2 *>(dH + i * SL);
-    const float2 v = *y;
-    const float2 u = make_float2((1.f - ai) * v.x + si * hc.x + ri * dp.x,
-                                 (1.f - ai) * v.y + si * hc.y + ri * dp.y);
-    *y = make_float2(u.x + qi * hp.x, u.y + qi * hp.y);
+    *y = dh_through(*y, a[i], scale * da[i], r[i], scale * di, hc, hp, dp);
   }
   return acc;
 }
@@ -478,10 +480,10 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   }
   auto ck = [&](int64_t bi, int64_t at) { return bi < B ? p.ck_in[bi * p.ck_len + at] : 0.f; };
   // kInverted: the step's trace. a_t and r_t of the group's rows (zeros past B) are loaded into
-  // registers during step t + 1's read-back (which still reads a_{t+1} and r_{t+1}), a thread's
-  // first two entries (ta, tr; B = 64 N = 64 has 320 on 256 threads), and stored into as and rs at
-  // step t's start (the last step's by cp.async); w_t at the pair, wcur, is loaded a step ahead
-  // into wnext. The tape lives in seg; each split thread owns its slots at its pair
+  // registers during step t + 1's read-back (which still reads a_{t+1} and r_{t+1}; the last
+  // step's before the walk), a thread's first two entries (ta, tr; B = 64 N = 64 has 320 on 256
+  // threads), and stored into as and rs at step t's start; w_t at the pair, wcur, is loaded a step
+  // ahead into wnext. The tape lives in seg; each split thread owns its slots at its pair
   // there in every loop, so stepping it back or replaying it needs no barrier.
   const bool real = sact && gb + n < B;  // a split thread of a row below B
   float2 wcur = make_float2(0.f, 0.f), wnext = wcur;
@@ -499,14 +501,6 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   auto trace_load = [&](int64_t t) {
     ta0 = trace_at(t, tid, p.ck_a), tr0 = trace_at(t, tid, p.ck_r);
     ta1 = trace_at(t, tid + nth, p.ck_a), tr1 = trace_at(t, tid + nth, p.ck_r);
-  };
-  auto trace_async = [&](int64_t t) {
-    for (int k = tid; k < bg * N; k += nth) {
-      const int64_t bi = gb + k / N, at = t * N + k % N;
-      const float *src = p.ck_in + (bi < B ? bi * p.ck_len : 0);
-      cp_async4(as + k, src + p.ck_a + at, bi < B);
-      cp_async4(rs + k, src + p.ck_r + at, bi < B);
-    }
   };
   // The pair's tape at its slots after `steps` writes of segment kseg, replayed from the segment's
   // checkpoint with the forward's expression, into seg (steps = 0: the checkpoint itself).
@@ -534,6 +528,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
         if (cb + j < i1) *pair_at(seg + (cb + j) * SL) = x[j];
     }
   };
+  if (INV && nt > 0) trace_load(nt - 1), wnext = w_at(nt - 1);
   sync_all<true>();  // every CTA's mbarriers initialized before the first remote fill
   for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
     const int64_t t0 = kseg * C;
@@ -609,19 +604,11 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
       if (s < s0) replay(s + 1);
       const int64_t t = t0 + s;
       if constexpr (INV) {  // the step's trace in place: its 1 / (1 - a), or its exact tape
-        if (t == nt - 1) {
-          trace_async(t), wnext = w_at(t);
-          cp_async_wait();
-          __syncthreads();
-        }
         wcur = wnext;
         float most = 1.f;
         for (int k = tid, j = 0; k < bg * N; k += nth, j++) {
-          float av = as[k];
-          if (t != nt - 1) {
-            av = j == 0 ? ta0 : j == 1 ? ta1 : trace_at(t, k, p.ck_a);
-            as[k] = av, rs[k] = j == 0 ? tr0 : j == 1 ? tr1 : trace_at(t, k, p.ck_r);
-          }
+          const float av = j == 0 ? ta0 : j == 1 ? ta1 : trace_at(t, k, p.ck_a);
+          as[k] = av, rs[k] = j == 0 ? tr0 : j == 1 ? tr1 : trace_at(t, k, p.ck_r);
           ia[k] = 1.f / (1.f - av);
           most = fmaxf(most, ia[k]);
         }
