@@ -12,6 +12,25 @@
 
 namespace eng_kc {
 
+// ---- n / d by multiply-high and shift, for 1 <= d and n below 2^31 (Granlund & Montgomery;
+// PyTorch's IntDivider does the same): q = (umulhi(n, m) + n) >> s. A divider made on the host
+// and passed to a kernel keeps a run-time division (~20 dependent instructions, 64-bit ones many
+// more) off a per-step chain. ----
+struct Div32 {
+  uint32_t d, m, s;
+};
+
+inline Div32 make_div32(uint32_t d) {
+  uint32_t s = 0;
+  while (s < 32 && (uint64_t{1} << s) < d) s++;
+  const uint64_t m = ((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1;
+  return Div32{d, (uint32_t)m, s};
+}
+
+__device__ __forceinline__ uint32_t div_by(const Div32 &v, uint32_t n) {
+  return (__umulhi(n, v.m) + n) >> v.s;
+}
+
 // ---- dtypes ----
 template <typename T> struct acc { using type = float; };
 template <> struct acc<double> { using type = double; };

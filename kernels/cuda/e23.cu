@@ -37,6 +37,7 @@ template <typename T> struct P23 {
   int tb_dh, tb_w, tb_seg;  // e23_bwd_tc: dH, the segment's w_t and its tapes on chip
   int tb_inv;               // e23_bwd_tc: the inverted walk (kInverted; tb_seg: its tape)
   int tb_cs;                // e23_bwd_tc: the steps of tapes the segment store holds
+  Div32 div_n, div_n1;      // N and N + 1 (cuda/common.cuh): the trace's and scores' indices
 };
 
 // xw + b of a step is prefetched one step ahead (loaded into registers before a step's work,
@@ -410,9 +411,10 @@ __device__ void phase_attend(const Ctx<T, BG, CL> &c, bool step) {
 // of a cluster calls it.
 template <typename T>
 __device__ void trace_weights(const P23<T> &p, const acc_t<T> *abuf, const acc_t<T> *rbuf,
-                              int64_t gb, int64_t bg, int64_t t, int64_t first) {
-  for (int64_t k = first; k < bg * p.N; k += blockDim.x) {
-    const int64_t bi = gb + k / p.N, i = k % p.N;
+                              int64_t gb, int64_t bg, int64_t t, int first) {
+  for (int k = first; k < bg * p.N; k += blockDim.x) {
+    const int q = div_by(p.div_n, k);  // a 64-bit k / N here cost rank 0 ~800 cycles a step
+    const int64_t bi = gb + q, i = k - q * p.N;
     if (bi >= p.B) continue;
     acc_t<T> *row = p.ckpt + bi * p.ck_len;
     if (t >= 0) row[p.ck_a + t * p.N + i] = abuf[k];
@@ -773,7 +775,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   auto scores = [&](bool step) {
     const int tasks = (int)(bg * (N + 1)), slots = (int)N + 1;
     for (int k = (int)threadIdx.x; k < tasks; k += (int)blockDim.x) {
-      const int g = k / slots, i = k % slots;
+      const int g = div_by(p.div_n1, k), i = k - g * slots;
       if (i == N && !step) continue;
       const float s = dot16<R>(i < N ? tape + (g * N + i) * LT : wl + g * R, hl + g * R);
       float *at = part + (rank * bg + g) * (N + 1) + i;
@@ -1339,7 +1341,10 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
   return launch(Pick<T, BWD>::get(pl.pl.cl, pl.pl.bg), pl.pl, (unsigned)pl.ctas, stream, p);
 }
 
+// The trace's layout in ckpt, and the dividers the kernels take.
 template <typename T> void set_ckpt_layout(P23<T> *p) {
+  p->div_n = make_div32((uint32_t)std::max<int64_t>(p->N, 1));
+  p->div_n1 = make_div32((uint32_t)p->N + 1);
   p->ck_len = eng_e23_ckpt_len(p->nt, p->N, p->d, p->C);
   p->ck_a = eng_e23_ckpt_a_at(p->nt, p->N, p->d, p->C);
   p->ck_r = eng_e23_ckpt_r_at(p->nt, p->N, p->d, p->C);

@@ -495,8 +495,9 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   };
   float ta0 = 0.f, ta1 = 0.f, tr0 = 0.f, tr1 = 0.f;
   auto trace_at = [&](int64_t t, int k, int64_t off) {  // entry k of a_t (off ck_a) or r_t (ck_r)
-    const int64_t bi = gb + k / N;
-    return k < bg * N && bi < B ? p.ck_in[bi * p.ck_len + off + t * N + k % N] : 0.f;
+    const int q = div_by(p.div_n, k);
+    const int64_t bi = gb + q;
+    return k < bg * N && bi < B ? p.ck_in[bi * p.ck_len + off + t * N + (k - q * N)] : 0.f;
   };
   auto trace_load = [&](int64_t t) {
     ta0 = trace_at(t, tid, p.ck_a), tr0 = trace_at(t, tid, p.ck_r);

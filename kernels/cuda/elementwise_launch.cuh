@@ -35,23 +35,7 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 constexpr int64_t kTile = (int64_t)kThreads * kUnroll; // packs (or elements) per block
 
-// ---- n / d by multiply-high and shift, for 1 <= d and n below 2^31 (Granlund & Montgomery;
-// PyTorch's IntDivider does the same): q = (umulhi(n, m) + n) >> s. ----
-struct Div32 {
-  uint32_t d, m, s;
-};
-
-inline Div32 make_div32(uint32_t d) {
-  uint32_t s = 0;
-  while (s < 32 && (uint64_t{1} << s) < d) s++;
-  const uint64_t m = ((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1;
-  return Div32{d, (uint32_t)m, s};
-}
-
-__device__ __forceinline__ uint32_t div_by(const Div32 &v, uint32_t n) {
-  return (__umulhi(n, v.m) + n) >> v.s;
-}
-
+// ---- index division: Div32 (cuda/common.cuh) below 2^31, plain division past it ----
 // The 64-bit path divides plainly: it only serves tensors past 2^31 elements or offsets.
 struct Div64 {
   uint64_t d;
