@@ -339,10 +339,11 @@ __device__ __forceinline__ void lanes_softmax(const float (&x)[K], float (&y)[K]
 }
 
 // attend_row for N < 32 K (slots 0..N, a step's slot N included, in K registers a lane) in f32
-// with lanes_softmax. The tensor-core forward's step waits on this chain.
-template <int K>
-__device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, float scale,
-                             bool step, int lane, float *r, float *a) {
+// with lanes_softmax, from CS CTAs' partials (compiled in: all CS K loads in flight at once). The
+// tensor-core forward's step waits on this chain.
+template <int K, int CS>
+__device__ void attend_lanes(const float *part, int bg, int g, int N, float scale, bool step,
+                             int lane, float *r, float *a) {
   float sc[K] = {}, p[K];  // the scores in base 2: softmax(scale s) = 2^(log2 e scale s) / sum
   const float scale2 = scale * 1.44269504088896340736f;
   // The CTAs' partials, CTA by CTA for all K slots at once: K independent chains of adds and
@@ -350,8 +351,8 @@ __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, fl
   // turn: ~20% of the warp's time in the softmax at B4 N64).
   const float *at = part + g * (N + 1) + lane;
   const int stride = bg * (N + 1);
-#pragma unroll 4
-  for (int q = 0; q < cs; q++, at += stride)
+#pragma unroll
+  for (int q = 0; q < CS; q++, at += stride)
 #pragma unroll
     for (int k = 0; k < K; k++)
       if (lane + 32 * k <= N) sc[k] += at[32 * k];
@@ -378,13 +379,15 @@ __device__ void attend_lanes(const float *part, int bg, int g, int N, int cs, fl
   }
 }
 
-// The tensor-core forward's attend_row: by lanes where N + 1 slots fit 3 registers a lane.
-__device__ __forceinline__ void attend_fast(const float *part, int bg, int g, int N, int cs,
-                                            float scale, bool step, int lane, float *r, float *a) {
-  if (N < 32) attend_lanes<1>(part, bg, g, N, cs, scale, step, lane, r, a);
-  else if (N < 64) attend_lanes<2>(part, bg, g, N, cs, scale, step, lane, r, a);
-  else if (N < 96) attend_lanes<3>(part, bg, g, N, cs, scale, step, lane, r, a);
-  else attend_row<float>(part, bg, g, N, cs, scale, step, lane, r, a);
+// The tensor-core forward's attend_row (CS CTAs a cluster): by lanes where N + 1 slots fit 3
+// registers a lane.
+template <int CS>
+__device__ __forceinline__ void attend_fast(const float *part, int bg, int g, int N, float scale,
+                                            bool step, int lane, float *r, float *a) {
+  if (N < 32) attend_lanes<1, CS>(part, bg, g, N, scale, step, lane, r, a);
+  else if (N < 64) attend_lanes<2, CS>(part, bg, g, N, scale, step, lane, r, a);
+  else if (N < 96) attend_lanes<3, CS>(part, bg, g, N, scale, step, lane, r, a);
+  else attend_row<float>(part, bg, g, N, CS, scale, step, lane, r, a);
 }
 
 // From the partial scores: the attention weights (attend_row), then for a step the write.
@@ -800,7 +803,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // -1: r_0 alone), by rank 0's last threads (the first ones finish the step's write and read).
   auto attend = [&](int64_t t) {
     for (int g = warp; g < bg; g += NW)
-      attend_fast(part, (int)bg, g, (int)N, cs, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
+      attend_fast<S::CS>(part, (int)bg, g, (int)N, scale, t >= 0, lane, rbuf + g * N,
+                         abuf + g * N);
     __syncthreads();
     if (rank == 0) trace_weights(p, abuf, rbuf, gb, bg, t, blockDim.x - 1 - threadIdx.x);
   };
