@@ -142,19 +142,18 @@ __device__ __forceinline__ void softmax_back(const float *part, int bg, int g, i
   }
 }
 
-// The pair thread's last slot loop of a step: returns sum_i dr_i H[i] at the pair and takes dH[i]
-// through the step, (1 - a_i) dH[i] + scale (da_i hc + dr_i hp) + r_i dp (the softmax gradients
-// da and dr, h_t hc, h_{t-1} hp, dpre dp). dH's update ran in a loop of its own between the
-// exchanges before; there, dr's loop now reads only the tape (B = 64 N = 64, cycles a step: that
-// loop 7 100 -> 3 600, this one 4 300 -> 4 800).
-// dH[i]'s value v through the step (read_back): its slot's 1 - a ai, scale da si, r ri and scale
-// dr qi.
+// dH[i]'s value v through the step, (1 - a_i) v + scale (da_i hc + dr_i hp) + r_i dp: its
+// slot's a_i in ai, scale da_i in si, r_i in ri and scale dr_i in qi (h_t hc, h_{t-1} hp, dpre dp).
 __device__ __forceinline__ float2 dh_through(float2 v, float ai, float si, float ri, float qi,
                                              float2 hc, float2 hp, float2 dp) {
   const float2 u = make_float2((1.f - ai) * v.x + si * hc.x + ri * dp.x,
                                (1.f - ai) * v.y + si * hc.y + ri * dp.y);
   return make_float2(u.x + qi * hp.x, u.y + qi * hp.y);
 }
+// The pair thread's last slot loop of a step: returns sum_i dr_i H[i] at the pair and takes every
+// dH[i] through the step (dh_through; the softmax gradients da and dr). dH's update ran in a loop
+// of its own between the exchanges before; there, dr's loop now reads only the tape (B = 64
+// N = 64, cycles a step: that loop 7 100 -> 3 600, this one 4 300 -> 4 800).
 __device__ __forceinline__ float2 read_back(int N, int SL, const float *__restrict__ H,
                                             float *__restrict__ dH, const float *__restrict__ dr,
                                             const float *__restrict__ da,
