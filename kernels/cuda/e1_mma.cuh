@@ -30,6 +30,7 @@
 #include <mma.h>
 #include <type_traits>
 
+#include "cuda/cp_async.cuh"
 #include "cuda/e1_cluster.cuh"
 
 namespace eng_kc {
@@ -87,7 +88,10 @@ template <> struct Pair<__half> {
 // W[i][r0 + jj]). With W 16-byte aligned (r0, R and d are multiples of 32, so every octet read is
 // too) by 16-byte loads: tr takes rows (i, i + 1) by an octet of columns and writes 8 pairs
 // (4-byte stores), consecutive threads consecutive row pairs, so a warp's stores into a row of Ws
-// are contiguous (no bank conflicts); element by element otherwise. A __syncthreads must follow.
+// are contiguous (no bank conflicts); element by element otherwise. A thread's loads are in flight
+// together (cp.async, or four tasks' loads before their stores): one global round trip after
+// another, a slice took ~15 us of the E23 forward's prologue (B = 64 N = 64). A __syncthreads must
+// follow.
 template <typename T>
 __device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R, bool tr) {
   static_assert(sizeof(T) == 2, "16-bit values");
@@ -101,20 +105,33 @@ __device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R,
   if (!tr) {
     const uint4 *src = reinterpret_cast<const uint4 *>(W + r0 * d);
     uint4 *dst = reinterpret_cast<uint4 *>(Ws);
-    for (int64_t k = threadIdx.x; k < R * d / 8; k += blockDim.x) dst[k] = src[k];
+    for (int64_t k = threadIdx.x; k < R * d / 8; k += blockDim.x) cp_async16(dst + k, src + k);
+    cp_async_wait();
     return;
   }
-  const int64_t pairs = d / 2;
-  for (int64_t k = threadIdx.x; k < pairs * (R / 8); k += blockDim.x) {
-    const int64_t i = 2 * (k % pairs), jj = 8 * (k / pairs);
-    const uint4 a = *reinterpret_cast<const uint4 *>(W + i * d + r0 + jj);
-    const uint4 b = *reinterpret_cast<const uint4 *>(W + (i + 1) * d + r0 + jj);
-    const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, ub[4] = {b.x, b.y, b.z, b.w};
+  const int tasks = (int)(d / 2 * (R / 8)), pairs = (int)(d / 2), nth = (int)blockDim.x;
+  constexpr int KB = 4;  // tasks whose loads go out together
+  for (int k0 = (int)threadIdx.x; k0 < tasks; k0 += KB * nth) {
+    uint4 a[KB], b[KB];
 #pragma unroll
-    for (int e = 0; e < 4; e++) {  // ua[e] holds W[i][r0 + jj + 2e] (low half) and the next
-      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e) * d + i) = __byte_perm(ua[e], ub[e], 0x5410);
-      *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e + 1) * d + i) =
-          __byte_perm(ua[e], ub[e], 0x7632);
+    for (int j = 0; j < KB; j++) {
+      const int k = k0 + j * nth, i = 2 * (k % pairs), jj = 8 * (k / pairs);
+      if (k < tasks) {
+        a[j] = *reinterpret_cast<const uint4 *>(W + (int64_t)i * d + r0 + jj);
+        b[j] = *reinterpret_cast<const uint4 *>(W + (int64_t)(i + 1) * d + r0 + jj);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < KB; j++) {
+      const int k = k0 + j * nth, i = 2 * (k % pairs), jj = 8 * (k / pairs);
+      if (k >= tasks) break;
+      const uint32_t ua[4] = {a[j].x, a[j].y, a[j].z, a[j].w}, ub[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {  // ua[e] holds W[i][r0 + jj + 2e] (low half) and the next
+        *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e) * d + i) = __byte_perm(ua[e], ub[e], 0x5410);
+        *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e + 1) * d + i) =
+            __byte_perm(ua[e], ub[e], 0x7632);
+      }
     }
   }
 }
@@ -126,8 +143,17 @@ __device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R,
 // staging's __syncthreads; scratch: 32 floats of shared memory. It ends with a __syncthreads (Ws
 // is f16 and scratch free again).
 template <typename T> __device__ float to_f16_scaled(T *Ws, int64_t n, float *scratch) {
+  // eight values a 16-byte access where Ws and n allow (a slice: 4 096 of them, not 32 768)
+  const bool v8 = n % 8 == 0 && (reinterpret_cast<uintptr_t>(Ws) & 15) == 0;
+  const int64_t n8 = v8 ? n / 8 : 0;
   float m = 0.f;
-  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fmaxf(m, fabsf(load(Ws + k)));
+  for (int64_t k = threadIdx.x; k < n8; k += blockDim.x) {
+    const uint4 raw = reinterpret_cast<const uint4 *>(Ws)[k];
+    const T *x = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+    for (int e = 0; e < 8; e++) m = fmaxf(m, fabsf(load(x + e)));
+  }
+  for (int64_t k = 8 * n8 + threadIdx.x; k < n; k += blockDim.x) m = fmaxf(m, fabsf(load(Ws + k)));
   m = warp_max(m);
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
   __syncthreads();
@@ -139,7 +165,16 @@ template <typename T> __device__ float to_f16_scaled(T *Ws, int64_t n, float *sc
   const int k = scaled ? 15 - e : 0;
   const float up = ldexpf(1.f, k);
   __half *H = reinterpret_cast<__half *>(Ws);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) H[i] = __float2half_rn(load(Ws + i) * up);
+  for (int64_t k = threadIdx.x; k < n8; k += blockDim.x) {
+    const uint4 raw = reinterpret_cast<const uint4 *>(Ws)[k];
+    const T *x = reinterpret_cast<const T *>(&raw);
+    uint4 out;
+    __half *h = reinterpret_cast<__half *>(&out);
+#pragma unroll
+    for (int e = 0; e < 8; e++) h[e] = __float2half_rn(load(x + e) * up);
+    reinterpret_cast<uint4 *>(H)[k] = out;
+  }
+  for (int64_t i = 8 * n8 + threadIdx.x; i < n; i += blockDim.x) H[i] = __float2half_rn(load(Ws + i) * up);
   __syncthreads();
   return ldexpf(1.f, -k);
 }
@@ -181,16 +216,28 @@ struct Step {
   static constexpr int64_t kRowBytes = (int64_t)NP * D * sizeof(T);
 
   // Buffer 0 from v0 [rows of the batch, D] at batch rows gb .. gb + bg - 1 (< B; NULL: zero),
-  // buffer 1 and every other column zero. Local; a barrier follows.
+  // buffer 1 and every other column zero. Local; a barrier follows. KB elements' loads go out
+  // together (not one global round trip after another).
   template <typename V> __device__ void init_state(const V *v0, int64_t gb, int64_t bg, int64_t B) {
-    for (int64_t k = threadIdx.x; k < PR * LD; k += blockDim.x) {
-      const int64_t n = k / LD, c = k % LD;
-      const float v = v0 && n < bg && gb + n < B && c < D ? load(v0 + (gb + n) * D + c) : 0.f;
-      store(row(0, 0, 0) + k, v);
-      store(row(1, 0, 0) + k, 0.f);
-      if constexpr (NP == 2) {
-        store(row(0, 1, 0) + k, v - load(row(0, 0, 0) + k));
-        store(row(1, 1, 0) + k, 0.f);
+    constexpr int KB = 4, total = PR * (int)LD;
+    const int nth = (int)blockDim.x;
+    for (int k0 = (int)threadIdx.x; k0 < total; k0 += KB * nth) {
+      float v[KB];
+#pragma unroll
+      for (int j = 0; j < KB; j++) {
+        const int k = k0 + j * nth, n = k / (int)LD, c = k % (int)LD;
+        v[j] = k < total && v0 && n < bg && gb + n < B && c < D ? load(v0 + (gb + n) * D + c) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < KB; j++) {
+        const int k = k0 + j * nth;
+        if (k >= total) break;
+        store(row(0, 0, 0) + k, v[j]);
+        store(row(1, 0, 0) + k, 0.f);
+        if constexpr (NP == 2) {
+          store(row(0, 1, 0) + k, v[j] - load(row(0, 0, 0) + k));
+          store(row(1, 1, 0) + k, 0.f);
+        }
       }
     }
   }

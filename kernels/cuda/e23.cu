@@ -707,6 +707,54 @@ struct QuadPlace {
   }
 };
 
+// Four consecutive 16-bit values as floats, by one 8-byte load where x is 8-byte aligned (v8).
+template <typename T> __device__ __forceinline__ float4 load4(const T *x, bool v8) {
+  T e[4];
+  if (v8) {
+    *reinterpret_cast<uint2 *>(e) = *reinterpret_cast<const uint2 *>(x);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; k++) e[k] = x[k];
+  }
+  return make_float4(load(e), load(e + 1), load(e + 2), load(e + 3));
+}
+
+// The tensor-core forward's initial tape (tape0's units [r0, r0 + R) of the group's batch rows, or
+// zeros) into shared memory, tape [bg][N][LT], and into the first checkpoint: four units a task, KB
+// tasks' loads in flight together (KB = 8 spilled in the B = 64 N = 64 kernel). A unit at a time,
+// each load a global round trip behind the one before, this took ~50 us of a B = 64 N = 64 call
+// (80 units a thread); now ~13 with init_state before it.
+template <typename T, int R>
+__device__ void init_tape(const P23<T> &p, float *tape, int LT, int64_t gb, int64_t r0) {
+  constexpr int Q = R / 4, KB = 4;
+  const int N = (int)p.N, tasks = (int)p.bg * N * Q, nth = (int)blockDim.x;
+  const bool t8 = (reinterpret_cast<uintptr_t>(p.tape0) & 7) == 0;
+  const bool c16 = p.ck_len % 4 == 0 && (reinterpret_cast<uintptr_t>(p.ckpt) & 15) == 0;
+  for (int k0 = (int)threadIdx.x; k0 < tasks; k0 += KB * nth) {
+    float4 v[KB];
+#pragma unroll
+    for (int j = 0; j < KB; j++) {
+      const int k = k0 + j * nth, row = k / Q, g = (int)div_by(p.div_n, row);
+      const int64_t bi = gb + g, at = (bi * N + row - g * N) * p.d + r0 + 4 * (k % Q);
+      v[j] = k < tasks && p.tape0 && bi < p.B ? load4(p.tape0 + at, t8) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < KB; j++) {
+      const int k = k0 + j * nth, row = k / Q, g = (int)div_by(p.div_n, row), u = 4 * (k % Q);
+      if (k >= tasks) break;
+      *reinterpret_cast<float4 *>(tape + row * LT + u) = v[j];
+      const int64_t bi = gb + g;
+      if (bi >= p.B) continue;
+      float *ck = p.ckpt + bi * p.ck_len + (row - g * N) * p.d + r0 + u;
+      if (c16) {
+        *reinterpret_cast<float4 *>(ck) = v[j];
+      } else {
+        ck[0] = v[j].x, ck[1] = v[j].y, ck[2] = v[j].z, ck[3] = v[j].w;
+      }
+    }
+  }
+}
+
 template <typename T, int MT, int KS, int NW, int SPLIT>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   using S = tc::Step<__half, MT, KS, NW, tc::kSingle>;
@@ -748,13 +796,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
     hl[k] = p.h0 && bi < B ? load(p.h0 + bi * d + r0 + k % R) : 0.f;
     wl[k] = 0.f;
   }
-  for (int64_t k = threadIdx.x; k < bg * N * R; k += blockDim.x) {
-    const int64_t g = k / (N * R), i = (k / R) % N, jj = k % R, bi = gb + g;
-    const int64_t at = (bi * N + i) * d + r0 + jj;
-    const float v = p.tape0 && bi < B ? load(p.tape0 + at) : 0.f;
-    tape[(g * N + i) * LT + jj] = v;
-    if (bi < B) p.ckpt[bi * p.ck_len + i * d + r0 + jj] = v;
-  }
+  init_tape<T, R>(p, tape, (int)LT, gb, r0);
   // The slot split (slot_split): the tape's write and read over the N slots at a column pair
   // would leave all but bg R / 2 threads waiting at the next barrier. Thread (sp, pq) takes pair
   // pq's slots [i0, i1) and leaves its partial read in up, which the pair's finishing thread

@@ -314,10 +314,21 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   AsyncFills<2> sx, dx;
   sx.init(tc_smem + l.bars, (uint32_t)(2 * min((int64_t)bg, B - gb) * d * (int64_t)sizeof(T)));
   dx.init(tc_smem + l.bars + 16, (uint32_t)(cs * bg * N * (int)sizeof(float)));
-  for (int k = (int)threadIdx.x; k < N * SL; k += (int)blockDim.x) {
-    const int i = k / SL, g = (k / R) % bg;
-    const int64_t bi = gb + g;
-    dH[k] = p.dtapeT && bi < B ? load(p.dtapeT + (bi * N + i) * d + r0 + k % R) : 0.f;
+  {  // dH from dtapeT, zeros past B or without it: KB loads of a thread in flight together
+    constexpr int KB = 4;
+    const int nth = (int)blockDim.x;
+    for (int k0 = (int)threadIdx.x; k0 < N * SL; k0 += KB * nth) {
+      float v[KB];
+#pragma unroll
+      for (int j = 0; j < KB; j++) {
+        const int k = k0 + j * nth, i = k / SL, g = (k / R) % bg;
+        const int64_t bi = gb + g;
+        v[j] = k < N * SL && p.dtapeT && bi < B ? load(p.dtapeT + (bi * N + i) * d + r0 + k % R) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < KB; j++)
+        if (k0 + j * nth < N * SL) dH[k0 + j * nth] = v[j];
+    }
   }
   const int tid = (int)threadIdx.x, nth = (int)blockDim.x, warp = tid >> 5, lane = tid & 31;
   // The slot split (slot_split, cuda/e23.cu): the loops over the N slots at a column pair (dw,
