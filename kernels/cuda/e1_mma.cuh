@@ -140,20 +140,17 @@ __device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R,
 // magnitude m lies in [2^14, 2^15) (k = 0 when m is 0, inf or NaN): power-of-two scaling keeps every
 // value that f16 can hold exactly (bf16's 8 significant bits fit f16's 11) and no entry overflows.
 // Returns 2^-k, by which the products are scaled back. Every thread of the CTA calls it after the
-// staging's __syncthreads; scratch: 32 floats of shared memory. It ends with a __syncthreads (Ws
-// is f16 and scratch free again).
+// staging's __syncthreads; scratch: 32 floats of shared memory. Ws is 16-byte aligned and n a
+// multiple of 8 (a slice's R D). It ends with a __syncthreads (Ws is f16 and scratch free again).
 template <typename T> __device__ float to_f16_scaled(T *Ws, int64_t n, float *scratch) {
-  // eight values a 16-byte access where Ws and n allow (a slice: 4 096 of them, not 32 768)
-  const bool v8 = n % 8 == 0 && (reinterpret_cast<uintptr_t>(Ws) & 15) == 0;
-  const int64_t n8 = v8 ? n / 8 : 0;
+  const int64_t n8 = n / 8;  // eight values a 16-byte access (a slice: 4 096 of them, not 32 768)
   float m = 0.f;
-  for (int64_t k = threadIdx.x; k < n8; k += blockDim.x) {
-    const uint4 raw = reinterpret_cast<const uint4 *>(Ws)[k];
+  for (int64_t q = threadIdx.x; q < n8; q += blockDim.x) {
+    const uint4 raw = reinterpret_cast<const uint4 *>(Ws)[q];
     const T *x = reinterpret_cast<const T *>(&raw);
 #pragma unroll
-    for (int e = 0; e < 8; e++) m = fmaxf(m, fabsf(load(x + e)));
+    for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(load(x + j)));
   }
-  for (int64_t k = 8 * n8 + threadIdx.x; k < n; k += blockDim.x) m = fmaxf(m, fabsf(load(Ws + k)));
   m = warp_max(m);
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
   __syncthreads();
@@ -165,16 +162,15 @@ template <typename T> __device__ float to_f16_scaled(T *Ws, int64_t n, float *sc
   const int k = scaled ? 15 - e : 0;
   const float up = ldexpf(1.f, k);
   __half *H = reinterpret_cast<__half *>(Ws);
-  for (int64_t k = threadIdx.x; k < n8; k += blockDim.x) {
-    const uint4 raw = reinterpret_cast<const uint4 *>(Ws)[k];
+  for (int64_t q = threadIdx.x; q < n8; q += blockDim.x) {
+    const uint4 raw = reinterpret_cast<const uint4 *>(Ws)[q];
     const T *x = reinterpret_cast<const T *>(&raw);
     uint4 out;
     __half *h = reinterpret_cast<__half *>(&out);
 #pragma unroll
-    for (int e = 0; e < 8; e++) h[e] = __float2half_rn(load(x + e) * up);
-    reinterpret_cast<uint4 *>(H)[k] = out;
+    for (int j = 0; j < 8; j++) h[j] = __float2half_rn(load(x + j) * up);
+    reinterpret_cast<uint4 *>(H)[q] = out;
   }
-  for (int64_t i = 8 * n8 + threadIdx.x; i < n; i += blockDim.x) H[i] = __float2half_rn(load(Ws + i) * up);
   __syncthreads();
   return ldexpf(1.f, -k);
 }
