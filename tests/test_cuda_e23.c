@@ -164,6 +164,16 @@ Test(cuda_e23, quad_split) {
   check(150, 9, 41, 256, 4, ENG_BF16, 1, 1, 0);
 }
 
+/* The register-tape forward (cuda/e23_fwd_rt.cuh) runs where the tensor-core plan puts 5 batch
+ * rows on each cluster of 8 at N = 64 and d = 512 (benchmark_shapes' B = 64 N = 64: the last
+ * cluster holds 4 real rows). Here B = 61 (the last cluster 1 real row) in f16 without state,
+ * checkpoints every 4 of 19 steps (the last segment short), strided inputs; and T = 1. */
+Test(cuda_e23, register_tape) {
+  SKIP_WITHOUT_GPU();
+  check(61, 19, 64, 512, 4, ENG_F16, 0, 1, 1);
+  check(64, 1, 64, 512, 16, ENG_BF16, 1, 1, 0);
+}
+
 Test(cuda_e23, long_sequences_stay_finite) {
   SKIP_WITHOUT_GPU();
   check(2, 4096, 8, 64, 64, ENG_BF16, 1, 1, 0);

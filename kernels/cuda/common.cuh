@@ -100,6 +100,18 @@ template <typename A> __device__ __forceinline__ A warp_sum(A v, int width = 32)
   for (int o = width / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// One level of a reduce-scatter over lanes `lanes` apart: of v[0, 2K) the lane keeps the half its
+// bit (hi) selects, adds its partner's copy of that half, and leaves the sums in v[0, K). Levels
+// K = M / 2, M / 4, .., 1 leave lane L the sum of entry L's bits (a transposed butterfly: M - 1
+// shuffles for M sums over M lanes, where M warp_sums take M log2 M).
+template <int K, int M> __device__ __forceinline__ void fold(float (&v)[M], bool hi, int lanes) {
+  static_assert(2 * K <= M, "v holds 2K entries");
+#pragma unroll
+  for (int j = 0; j < K; j++) {
+    const float send = hi ? v[j] : v[j + K], keep = hi ? v[j + K] : v[j];
+    v[j] = keep + __shfl_xor_sync(0xffffffffu, send, lanes);
+  }
+}
 template <typename A> __device__ __forceinline__ A warp_max(A v, int width = 32) {
   for (int o = width / 2; o > 0; o >>= 1) {
     A w = __shfl_xor_sync(0xffffffffu, v, o);

@@ -2,8 +2,9 @@
 // cuda/e1_cluster.cuh). Each CTA owns units [c0, c1) of d: those rows of the weights and those
 // columns of its batch group's tapes. Warps take one unit (or one slot) at a time; lane g of a
 // warp finishes batch row g. For 16-bit values and d = 256 or 512 the forward runs e23_fwd_tc
-// instead: both per-step products on tensor cores (see "the forward on tensor cores"); for bf16
-// at those widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh).
+// instead: both per-step products on tensor cores (see "the forward on tensor cores"), and at
+// B = 64 N = 64's plan e23_fwd_rt, the tape in registers (cuda/e23_fwd_rt.cuh); for bf16 at those
+// widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh).
 #include <algorithm>
 #include <type_traits>
 
@@ -58,15 +59,22 @@ struct Lay {
 
 __host__ __device__ inline size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 
+// Consecutive 16-byte aligned regions of shared memory from byte `at` on: take(bytes) gives the
+// next one's offset.
+struct Carve {
+  size_t at;
+  __host__ __device__ size_t take(size_t bytes) {
+    const size_t o = at;
+    at += up16(bytes);
+    return o;
+  }
+};
+
 __host__ __device__ inline Lay layout(int64_t d, int64_t N, int64_t R, int bg, int cs, bool cl,
                                       bool bwd, bool tape_smem, size_t tsz, size_t asz) {
   Lay l{};
-  size_t at = 0;
-  auto take = [&](size_t bytes) {
-    size_t o = at;
-    at += up16(bytes);
-    return o;
-  };
+  Carve cv{0};
+  auto take = [&](size_t bytes) { return cv.take(bytes); };
   l.w1 = take(cl ? (size_t)R * d * tsz : 0);
   l.w2 = take(cl ? (size_t)R * d * tsz : 0);
   l.hbuf = take(2 * (size_t)bg * d * asz);
@@ -84,7 +92,7 @@ __host__ __device__ inline Lay layout(int64_t d, int64_t N, int64_t R, int bg, i
   l.dsa = take(bwd ? (size_t)bg * N * asz : 0);
   l.dsr = take(bwd ? (size_t)bg * N * asz : 0);
   l.xs = take(stages(bg, R) ? 2 * (size_t)bg * R * asz : 0);
-  l.total = at;
+  l.total = cv.at;
   return l;
 }
 
@@ -540,12 +548,8 @@ __host__ __device__ constexpr int64_t tc_ldt(int64_t R) { return R + 4; }
 __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int64_t bg, int cs,
                                            int nw) {
   TcLay l{};
-  size_t at = tc::hb_bytes(d);
-  auto take = [&](size_t bytes) {
-    size_t o = at;
-    at += up16(bytes);
-    return o;
-  };
+  Carve cv{tc::hb_bytes(d)};
+  auto take = [&](size_t bytes) { return cv.take(bytes); };
   l.red = take((size_t)nw * 8 * tc::ldr(R) * sizeof(float));
   l.part = take((size_t)cs * bg * (N + 1) * sizeof(float));
   l.rbuf = take((size_t)bg * N * sizeof(float));
@@ -556,7 +560,7 @@ __host__ __device__ inline TcLay tc_layout(int64_t d, int64_t N, int64_t R, int6
   l.tape = take((size_t)bg * N * tc_ldt(R) * sizeof(float));
   l.bars = take(3 * 8);  // the exchanges' mbarriers: h (2 buffers), the partial scores (1)
   const size_t ws = l.red + (size_t)R * d * 2;
-  l.total = at > ws ? at : ws;
+  l.total = cv.at > ws ? cv.at : ws;
   return l;
 }
 
@@ -942,6 +946,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
         store(p.tapeT + ((gb + tn) * N + i) * d + r0 + tu + k, tape[(tn * N + i) * LT + tu + k]);
 }
 
+#include "cuda/e23_fwd_rt.cuh"
 #include "cuda/e23_bwd_tc.cuh"
 
 // ---- the backward ----
@@ -1364,6 +1369,17 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
   return found;
 }
 
+// The register-tape forward's plan (cuda/e23_fwd_rt.cuh) where the tensor-core plan tp has its
+// shape: R = 64 on clusters of 8 (d = 512), N = 64 and 5 batch rows a cluster (B = 64 N = 64's),
+// with all its clusters resident (more shared memory and threads than e23_fwd_tc's).
+template <typename T> bool rt_plan23(const TcPlan23 &tp, int64_t B, int64_t N, Plan *out) {
+  if (tp.tl.mt != 2 || tp.tl.ks != 4 || tp.tl.nw != 8 || N != kRtN || tp.pl.bg != kRtRows)
+    return false;
+  *out = tp.pl;
+  out->smem = rt_layout(tp.pl.R * tp.pl.cs, tp.pl.cs).total;
+  return resident_clusters(e23_fwd_rt<T>, *out, kRtThreads) >= (B + tp.pl.bg - 1) / tp.pl.bg;
+}
+
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
   if constexpr (BWD && std::is_same_v<T, __nv_bfloat16>) {
     TbPlan23 tp;
@@ -1383,8 +1399,10 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
     TcPlan23 tp;
     if (tc_plan23<T>(p.B, p.N, p.d, info, &tp)) {
       p.R = tp.pl.R, p.bg = tp.pl.bg;
-      return launch(FwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N)), tp.pl,
-                    (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
+      const unsigned grid = (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs);
+      Plan rp;
+      if (rt_plan23<T>(tp, p.B, p.N, &rp)) return launch(e23_fwd_rt<T>, rp, grid, stream, p, kRtThreads);
+      return launch(FwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N)), tp.pl, grid, stream, p,
                     32u * (unsigned)tp.tl.nw);
     }
   }

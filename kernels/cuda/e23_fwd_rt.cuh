@@ -1,0 +1,314 @@
+// The E23 forward with the tape in registers, e23_fwd_rt (included by cuda/e23.cu after
+// e23_fwd_tc, whose helpers and exchanges it shares): for d = 512 on clusters of 8 CTAs of
+// R = 64 units, N = 64 slots and 5 batch rows a cluster (B = 64 N = 64's plan). There e23_fwd_tc's
+// tape loops walk 80 KB of shared memory a step on 8 warps, latency-bound (~3 800 of its ~7 800
+// cycles a step); here each of 320 threads holds 8 slots x 8 units of a batch row's tape slice
+// as floats, and the scores (over the units) and the read (over the slots) are reduce-scatters
+// by shuffles (scripts/bench/e23_tape_registers.cu: ~1 700 cycles against ~4 500 for the same
+// work in shared memory). The registers the tape takes are those of the weight slices'
+// fragments: both slices stay in shared memory as scaled f16 and every step loads the A
+// fragments from there (tc::Step::product_from; ~390 cycles more a product,
+// scripts/bench/e23_product_ldmatrix.cu). B = 64 N = 64: 4.50 -> 3.50 us a step (docs/PERF.md,
+// session 27).
+//
+// Thread tid: tape row tn = tid / 64 of the group (threads of rows >= bg hold nothing), half =
+// tid / 32 % 2, lane = 8 sg + ug: slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the
+// CTA's R. The finishing threads are e23_fwd_tc's pairs (the first bg R / 2 threads); the
+// attention weights, the trace and both exchanges are e23_fwd_tc's.
+
+constexpr int kRtRows = 5, kRtThreads = 64 * kRtRows, kRtN = 64, kRtR = 64;
+using RtStep = tc::Step<__half, 2, 4, 8, tc::kSingle>;  // R = 64 rows of d = 512, 8 CTAs
+
+// Shared memory after the state buffers: red (RtStep's, right after them), the two weight slices
+// [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the partial scores
+// part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the halves' partial reads up
+// [2][bg][R], and three mbarriers.
+struct RtLay {
+  size_t red, wh, ww, part, rbuf, abuf, hl, wl, up, bars, total;
+};
+__host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
+  RtLay l{};
+  Carve cv{tc::hb_bytes(d)};
+  auto take = [&](size_t bytes) { return cv.take(bytes); };
+  l.red = take((size_t)8 * 8 * tc::ldr(kRtR) * sizeof(float));
+  l.wh = take((size_t)kRtR * (d + 8) * 2);
+  l.ww = take((size_t)kRtR * (d + 8) * 2);
+  l.part = take((size_t)cs * kRtRows * (kRtN + 1) * sizeof(float));
+  l.rbuf = take((size_t)kRtRows * kRtN * sizeof(float));
+  l.abuf = take((size_t)kRtRows * kRtN * sizeof(float));
+  l.hl = take((size_t)kRtRows * kRtR * sizeof(float));
+  l.wl = take((size_t)kRtRows * kRtR * sizeof(float));
+  l.up = take((size_t)2 * kRtRows * kRtR * sizeof(float));
+  l.bars = take(3 * 8);
+  l.total = cv.at;
+  return l;
+}
+
+// Rows r0 .. r0 + kRtR - 1 of W [d][d] into Wp [kRtR][d + 8] as f16 scaled by a power of two
+// (tc::to_f16_scaled, the pads zero; scratch: 32 floats); returns the factor that scales the
+// products back. Staged in T at the same places (cp.async where W is 16-byte aligned), then
+// converted in place.
+template <typename T>
+__device__ float rt_stage(__half *Wp, const T *W, int64_t d, int64_t r0, float *scratch) {
+  T *Ws = reinterpret_cast<T *>(Wp);
+  const int64_t ld8 = (d + 8) / 8, per = d / 8;
+  const bool v16 = (reinterpret_cast<uintptr_t>(W) & 15) == 0;
+  for (int64_t k = threadIdx.x; k < kRtR * ld8; k += blockDim.x) {
+    const int64_t rr = k / ld8, c8 = k % ld8;
+    T *dst = Ws + rr * (d + 8) + c8 * 8;
+    const T *src = W + (r0 + rr) * d + c8 * 8;
+    if (c8 >= per) {
+      *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
+    } else if (v16) {
+      cp_async16(dst, src);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) dst[e] = src[e];
+    }
+  }
+  cp_async_wait();
+  __syncthreads();
+  return tc::to_f16_scaled(Ws, kRtR * (d + 8), scratch);
+}
+
+// Eight floats from shared memory (16-byte aligned).
+__device__ __forceinline__ void load8(float (&v)[8], const float *x) {
+  *reinterpret_cast<float4 *>(v) = *reinterpret_cast<const float4 *>(x);
+  *reinterpret_cast<float4 *>(v + 4) = *reinterpret_cast<const float4 *>(x + 4);
+}
+
+// Eight floats to global memory: two 16-byte stores where `a16`, else one by one.
+__device__ __forceinline__ void store8(float *x, const float (&v)[8], bool a16) {
+  if (a16) {
+    *reinterpret_cast<float4 *>(x) = *reinterpret_cast<const float4 *>(v);
+    *reinterpret_cast<float4 *>(x + 4) = *reinterpret_cast<const float4 *>(v + 4);
+  } else {
+#pragma unroll
+    for (int u = 0; u < 8; u++) x[u] = v[u];
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
+  using S = RtStep;
+  constexpr int R = kRtR, N = kRtN;
+  constexpr int64_t d = S::D, LW = d + 8;
+  extern __shared__ __align__(128) unsigned char rt_smem[];
+  int rank, cs, group;
+  cluster_pos<true>(&rank, &cs, &group);
+  if (cs != S::CS || p.d != d || p.N != N || p.bg > kRtRows || blockDim.x != kRtThreads) __trap();
+  const int64_t bg = p.bg, gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B;
+  const RtLay l = rt_layout(d, cs);
+  __half *Wh = reinterpret_cast<__half *>(rt_smem + l.wh);
+  __half *Ww = reinterpret_cast<__half *>(rt_smem + l.ww);
+  float *part = reinterpret_cast<float *>(rt_smem + l.part);
+  float *rbuf = reinterpret_cast<float *>(rt_smem + l.rbuf);
+  float *abuf = reinterpret_cast<float *>(rt_smem + l.abuf);
+  float *hl = reinterpret_cast<float *>(rt_smem + l.hl);
+  float *wl = reinterpret_cast<float *>(rt_smem + l.wl);
+  float *up = reinterpret_cast<float *>(rt_smem + l.up);
+  // prologue: both slices as scaled f16 (the state buffers are the conversion's scratch, so
+  // before init_state), the state, the tape
+  S sh(rt_smem), sw(rt_smem);
+  float *scratch = reinterpret_cast<float *>(rt_smem);
+  const float uh = rt_stage(Wh, p.Wh, d, r0, scratch);  // W_h's products are scaled back by uh
+  const float uw = rt_stage(Ww, p.Ww, d, r0, scratch);  // W_write's by uw
+  sh.init_state(p.h0, gb, bg, B);
+  __syncthreads();
+  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1: the group's real rows
+  AsyncFills<1> px;  // a step's partial scores into part: every CTA's bg x (N + 1)
+  hx.init(rt_smem + l.bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes));
+  px.init(rt_smem + l.bars + 16, (uint32_t)(cs * bg * (N + 1) * (int64_t)sizeof(float)));
+  for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
+    const int64_t bi = gb + k / R;
+    hl[k] = p.h0 && bi < B ? load(p.h0 + bi * d + r0 + k % R) : 0.f;
+    wl[k] = 0.f;
+  }
+  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // the thread's tape block: row tn, slots s0 + j, units u0 + u
+  const int tn = tid / 64, half = warp & 1, sg = lane >> 3, ug = lane & 7, s0 = 32 * half + 8 * sg,
+            u0 = 8 * ug;
+  const bool trow = tn < bg, treal = trow && gb + tn < B;
+  const bool c16 = p.ck_len % 4 == 0 && (reinterpret_cast<uintptr_t>(p.ckpt) & 15) == 0;
+  float *ckrow = p.ckpt + (gb + tn) * p.ck_len + r0 + u0;  // (treal only)
+  float H[8][8];
+  {
+    const T *src = p.tape0 + ((gb + tn) * N + s0) * d + r0 + u0;
+    const bool t16 = (reinterpret_cast<uintptr_t>(p.tape0) & 15) == 0;
+    const bool in = treal && p.tape0;
+    uint4 raw[8] = {};  // the 8 slots' loads in flight together
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      if (in && t16) raw[j] = *reinterpret_cast<const uint4 *>(src + j * d);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      unpack(raw[j], H[j], src);  // (zeros unless in and t16)
+      if (in && !t16)
+#pragma unroll
+        for (int u = 0; u < 8; u++) H[j][u] = load(src + j * d + u);
+      if (treal) store8(ckrow + (s0 + j) * d, H[j], c16);  // checkpoint 0
+    }
+  }
+  // The finishing threads: e23_fwd_tc's pairs, thread q units (r, r + 1) of batch row n.
+  const int pairs = (int)bg * (R / 2), n = tid / (R / 2), r = 2 * (tid % (R / 2));
+  const bool fin = tid < pairs && gb + n < B;
+  const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
+  const float scale = 1.f / sqrtf((float)d);
+  float bias[2] = {};
+  T xr[2] = {};  // step t's xw as loaded: converted after the product, so the load overlaps it
+  auto fetch = [&](int64_t t) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) xr[k] = p.xw[base + t * d + k];
+  };
+  if (fin && p.nt > 0) {
+    bias[0] = load(p.b + c), bias[1] = load(p.b + c + 1);
+    fetch(0);
+  }
+  float wr[8] = {};  // w_t at the thread's units (the write's)
+  // This CTA's partial scores H h of the thread's batch row (and for a step slot N, w . h) into
+  // every CTA's part: the thread's 8 slots' dots over its 8 units, reduce-scattered over the 8
+  // unit groups so lane ug holds slot s0 + ug (a warp's lanes: consecutive slots). A step's as
+  // st_async stores counted by px, the initial ones before a cluster barrier.
+  auto scores = [&](bool step) {
+    if (!trow) return;  // (whole warps)
+    float h[8], v[8];
+    load8(h, hl + tn * R + u0);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      float s = 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; u++) s += H[j][u] * h[u];
+      v[j] = s;
+    }
+    float q = 0.f;  // w . h over the thread's units
+    if (step) {
+      load8(wr, wl + tn * R + u0);
+#pragma unroll
+      for (int u = 0; u < 8; u++) q += wr[u] * h[u];
+    }
+    fold<4>(v, ug & 4, 4);
+    fold<2>(v, ug & 2, 2);
+    fold<1>(v, ug & 1, 1);
+    float *at = part + (rank * bg + tn) * (N + 1);
+    if (step) {
+      q = warp_sum(q, 8);
+      put_all_async<S::CS>(at + s0 + ug, v[0], px.of(0));
+      if (half == 0 && lane == 0) put_all_async<S::CS>(at + N, q, px.of(0));
+    } else {
+      put_all<true>(at + s0 + ug, v[0], cs);
+    }
+  };
+  // The weights of step t into the trace (cpu/e23.h): a_t and the next read weights r_{t+1} (t =
+  // -1: r_0 alone), by rank 0's last threads after the barrier.
+  auto attend = [&](int64_t t) {
+    for (int g = warp; g < bg; g += kRtThreads / 32)
+      attend_fast<S::CS>(part, (int)bg, g, N, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
+    __syncthreads();
+    if (rank == 0) trace_weights(p, abuf, rbuf, gb, bg, t, blockDim.x - 1 - threadIdx.x);
+  };
+  // The block's part of the next read u = sum_i r_i H_new[i] after step t's attention weights
+  // (t = -1: r_0 alone, from tape0), from the tape before step t's write: H_new[i] = (1 - a_i)
+  // H[i] + a_i w, so u = sum_i r_i (1 - a_i) H[i] + (sum_i r_i a_i) w. Reduce-scattered over the
+  // warp's 4 slot groups (lane: units u0 + 4 (sg >> 1) + 2 (sg & 1) + {0, 1}) into up[half]; the
+  // finishing threads add the two halves after the barrier that starts the next step. The write
+  // itself waits (write_step) until that barrier: the next h_t needs only u, so the write leaves
+  // the step's chain for the wait for h_t's exchange.
+  float ap[8] = {};  // a_t of the thread's slots, for the write
+  auto read_next = [&](bool step) {
+    if (!trow) return;
+    float rr[8], v[8] = {}, e = 0.f;
+    load8(rr, rbuf + tn * N + s0);
+    if (step) load8(ap, abuf + tn * N + s0);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const float cj = step ? rr[j] * (1.f - ap[j]) : rr[j];
+      if (step) e += rr[j] * ap[j];
+#pragma unroll
+      for (int u = 0; u < 8; u++) v[u] += cj * H[j][u];
+    }
+    if (step)
+#pragma unroll
+      for (int u = 0; u < 8; u++) v[u] += e * wr[u];
+    fold<4>(v, sg & 2, 16);
+    fold<2>(v, sg & 1, 8);
+    const int uo = u0 + 4 * (sg >> 1) + 2 * (sg & 1);
+    *reinterpret_cast<float2 *>(up + (half * kRtRows + tn) * R + uo) = make_float2(v[0], v[1]);
+  };
+  // A step's write H <- (1 - a) H + a w^T of the thread's block (tape_write: the backward replays
+  // the same expression), its new values into the checkpoint of segment seg (seg > 0).
+  auto write_step = [&](int64_t seg) {
+    if (!trow) return;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int u = 0; u < 8; u++) H[j][u] = tape_write(H[j][u], ap[j], wr[u]);
+    if (seg > 0 && treal)
+#pragma unroll
+      for (int j = 0; j < 8; j++) store8(ckrow + (seg * N + s0 + j) * d, H[j], c16);
+  };
+  sync_all<true>();  // every CTA started and initialized before the first remote store
+  scores(false);
+  sync_all<true>();
+  sh.product_from(0, Wh, (unsigned)LW);  // step 0's W_h h0; attend's barrier ends it
+  attend(-1);
+  read_next(false);
+  int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
+  int64_t write_seg = -1;  // the write of step t - 1, due at step t: its checkpoint (0: none)
+  // A step as e23_fwd_tc's (the same exchanges and the same reasons why no CTA refills a buffer
+  // another still reads), with the tape's work as above.
+  for (int64_t t = 0; t < p.nt; t++) {
+    const int buf = (int)(t & 1);
+    __syncthreads();  // the halves' partial reads in up
+    if (fin) {
+      const float2 s = sh.sum(n, r);
+      const float2 ua = *reinterpret_cast<const float2 *>(up + n * R + r);
+      const float2 ub = *reinterpret_cast<const float2 *>(up + (kRtRows + n) * R + r);
+      const float h[2] = {tanhf(s.x * uh + load(&xr[0]) + bias[0] + (ua.x + ub.x)),
+                          tanhf(s.y * uh + load(&xr[1]) + bias[1] + (ua.y + ub.y))};
+      *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);
+      sh.put_async(buf ^ 1, n, c, h[0], h[1], hx.of(buf ^ 1));
+      const int64_t at = base + t * d;
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        store(p.hs + at + k, h[k]);
+        if (t == p.nt - 1) store(p.hT + (gb + n) * d + c + k, h[k]);
+      }
+      if (t + 1 < p.nt) fetch(t + 1);
+    }
+    if (write_seg >= 0) write_step(write_seg);
+    hx.wait(buf ^ 1);
+    sw.product_from(buf ^ 1, Ww, (unsigned)LW);
+    __syncthreads();
+    if (fin) {
+      float2 s = sw.sum(n, r);
+      s.x *= uw, s.y *= uw;
+      *reinterpret_cast<float2 *>(wl + n * R + r) = s;
+      *reinterpret_cast<float2 *>(p.ckpt + (gb + n) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
+    }
+    __syncthreads();
+    scores(true);
+    if (t + 1 < p.nt) sh.product_from(buf ^ 1, Wh, (unsigned)LW);
+    px.wait(0);
+    attend(t);
+    read_next(true);
+    write_seg = t + 1 == next_ck && t + 1 < p.nt ? seg : 0;
+    if (t + 1 == next_ck) next_ck += p.C, seg++;
+  }
+  if (write_seg >= 0) write_step(write_seg);  // the last step's
+  if (treal) {  // the final tape of the thread's block
+    T *dst = p.tapeT + ((gb + tn) * N + s0) * d + r0 + u0;
+    const bool a16 = (reinterpret_cast<uintptr_t>(p.tapeT) & 15) == 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      T e[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) store(e + u, H[j][u]);
+      if (a16) {
+        *reinterpret_cast<uint4 *>(dst + j * d) = *reinterpret_cast<const uint4 *>(e);
+      } else {
+#pragma unroll
+        for (int u = 0; u < 8; u++) dst[j * d + u] = e[u];
+      }
+    }
+  }
+}

@@ -1,0 +1,165 @@
+// Microbenchmark: a CTA's per-step product of the E23 tensor-core forward, W_slice [64 x 512]
+// times the state [512 x 8 batch columns] (f16 in, f32 out), with the A fragments (a) held in
+// registers for the whole sequence, as tc::Step does, or (b) loaded from shared memory by
+// ldmatrix every step (the cost of moving a weight slice off the registers). 8 warps split K
+// (4 k-steps of 16 each, all 4 m-tiles), partials meet in shared memory, 320 threads finish
+// 64 units x 5 columns and write the CTA's units of the next state (the chain). Checked against a
+// CPU reference; prints each variant's time a step. With docs/PERF.md's session 27: what a
+// register-resident tape would pay for the weight slice it moves to shared memory.
+// Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o /tmp/e23_product_ldmatrix
+//   scripts/bench/e23_product_ldmatrix.cu && /tmp/e23_product_ldmatrix
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "microbench.cuh"
+constexpr int M = 64, K = 512, LDW = K + 8, NB = 8, BGc = 5, T = 512;
+
+__device__ __forceinline__ unsigned sa(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void ldm4(unsigned (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sa(p)));
+}
+__device__ __forceinline__ void ldm2(unsigned (&r)[2], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(sa(p)));
+}
+__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <bool REG>
+__global__ void __launch_bounds__(320, 1)
+    prod(const __half *W, const __half *X0, float *out, long long *cyc) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half *Ws = reinterpret_cast<__half *>(smem), *Xs = Ws + M * LDW;
+  float *red = reinterpret_cast<float *>(Xs + NB * LDW);  // [8 warps][M][NB]
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int k = tid; k < M * K; k += blockDim.x) Ws[(k / K) * LDW + k % K] = W[k];
+  for (int k = tid; k < NB * K; k += blockDim.x) Xs[(k / K) * LDW + k % K] = X0[k];
+  __syncthreads();
+  unsigned afr[4][4][4];    // [m-tile][k-step][4] (REG)
+  const int kb = warp * 4;  // the warp's k-steps (warps 0..7)
+  if (REG && warp < 8)
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+      for (int ks = 0; ks < 4; ks++)
+        ldm4(afr[mt][ks], Ws + (mt * 16 + lane % 16) * LDW + (kb + ks) * 16 + (lane / 16) * 8);
+  __syncthreads();
+  long long c0 = clock64();
+  for (int t = 0; t < T; t++) {
+    if (warp < 8) {
+      float acc[4][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < 4; ks++) {
+        unsigned b[2];
+        ldm2(b, Xs + (lane % 8) * LDW + (kb + ks) * 16 + ((lane / 8) % 2) * 8);
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) {
+          if (REG) {
+            mma(acc[mt], afr[mt][ks], b);
+          } else {
+            unsigned a[4];
+            ldm4(a, Ws + (mt * 16 + lane % 16) * LDW + (kb + ks) * 16 + (lane / 16) * 8);
+            mma(acc[mt], a, b);
+          }
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++) {
+        const int r0 = mt * 16 + lane / 4, c = 2 * (lane % 4);
+        float *rw = red + warp * M * NB;
+        rw[r0 * NB + c] = acc[mt][0], rw[r0 * NB + c + 1] = acc[mt][1];
+        rw[(r0 + 8) * NB + c] = acc[mt][2], rw[(r0 + 8) * NB + c + 1] = acc[mt][3];
+      }
+    }
+    __syncthreads();
+    {  // 320 threads: unit m, column n < 5
+      const int m = tid % M, n = tid / M;
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < 8; w++) s += red[w * M * NB + m * NB + n];
+      Xs[n * LDW + m] = __float2half(tanhf(0.05f * s + 0.5f * __half2float(Xs[n * LDW + m])));
+    }
+    __syncthreads();
+  }
+  long long c1 = clock64();
+  if (tid == 0) cyc[blockIdx.x] = c1 - c0;
+  {
+    const int m = tid % M, n = tid / M;
+    out[blockIdx.x * BGc * M + n * M + m] = __half2float(Xs[n * LDW + m]);
+  }
+}
+
+int main() {
+  const int ctas = 104;
+  std::vector<__half> W(M * K), X(NB * K);
+  srand(2);
+  for (auto &x : W) x = __float2half((rand() / (float)RAND_MAX - 0.5f));
+  for (int k = 0; k < NB * K; k++)
+    X[k] = __float2half(k / K < BGc ? (rand() / (float)RAND_MAX - 0.5f) : 0.f);
+  // CPU reference (f16 state rounding like the kernel)
+  std::vector<float> Wf(M * K), Xf(NB * K);
+  for (int k = 0; k < M * K; k++) Wf[k] = __half2float(W[k]);
+  for (int k = 0; k < NB * K; k++) Xf[k] = __half2float(X[k]);
+  for (int t = 0; t < T; t++) {
+    std::vector<float> nx(Xf);
+    for (int n = 0; n < BGc; n++)
+      for (int m = 0; m < M; m++) {
+        double s = 0;
+        for (int k = 0; k < K; k++) s += (double)Wf[m * K + k] * Xf[n * K + k];
+        nx[n * K + m] = __half2float(__float2half(tanhf(0.05f * (float)s + 0.5f * Xf[n * K + m])));
+      }
+    Xf = nx;
+  }
+  __half *dW, *dX;
+  float *dout;
+  long long *dc;
+  CK(cudaMalloc(&dW, W.size() * 2));
+  CK(cudaMalloc(&dX, X.size() * 2));
+  CK(cudaMalloc(&dout, ctas * BGc * M * 4));
+  CK(cudaMalloc(&dc, ctas * 8));
+  CK(cudaMemcpy(dW, W.data(), W.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dX, X.data(), X.size() * 2, cudaMemcpyHostToDevice));
+  const size_t sm = (M * LDW + NB * LDW) * 2 + 8 * M * NB * 4;
+  CK(cudaFuncSetAttribute(prod<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  CK(cudaFuncSetAttribute(prod<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  std::vector<float> out(ctas * BGc * M);
+  for (int v = 0; v < 2; v++)
+    for (int rep = 0; rep < 3; rep++) {
+      const float ms = time_ms([&] {
+        if (v == 0)
+          prod<true><<<ctas, 320, sm>>>(dW, dX, dout, dc);
+        else
+          prod<false><<<ctas, 320, sm>>>(dW, dX, dout, dc);
+      });
+      std::vector<long long> c(ctas);
+      CK(cudaMemcpy(c.data(), dc, ctas * 8, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+      double err = 0;
+      for (int n = 0; n < BGc; n++)
+        for (int m = 0; m < M; m++) err = fmax(err, fabs(out[n * M + m] - Xf[n * K + m]));
+      if (!(err < 1e-3)) {
+        printf("results differ from the CPU reference by %.3e\n", err);
+        return 1;
+      }
+      long long mx = 0;
+      for (auto x : c) mx = x > mx ? x : mx;
+      printf("%s: %.3f us a step, %lld cycles a step (slowest CTA), max |x - ref| %.2e\n",
+             v == 0 ? "A in registers" : "A by ldmatrix ", ms * 1e3 / T, mx / T, err);
+    }
+  return 0;
+}
