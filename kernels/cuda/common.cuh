@@ -100,6 +100,17 @@ template <typename A> __device__ __forceinline__ A warp_sum(A v, int width = 32)
   for (int o = width / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// v[j] = sum_u X[j][u] y[u]: a register block's 8 dot products, 8 independent chains.
+__device__ __forceinline__ void block_dots(const float (&X)[8][8], const float (&y)[8],
+                                           float (&v)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    float s = 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; u++) s += X[j][u] * y[u];
+    v[j] = s;
+  }
+}
 // One level of a reduce-scatter over lanes `lanes` apart: of v[0, 2K) the lane keeps the half its
 // bit (hi) selects, adds its partner's copy of that half, and leaves the sums in v[0, K). Levels
 // K = M / 2, M / 4, .., 1 leave lane L the sum of entry L's bits (a transposed butterfly: M - 1

@@ -281,7 +281,7 @@ __device__ TcPlace tc_prologue(S &st, unsigned char *smem, TcExchange *x, const 
   TcPlace pl;
   pl.gb = (int64_t)group * bg;
   T *Ws = reinterpret_cast<T *>(smem + kTcBars + tc::hb_bytes(d));
-  tc::stage_slice(Ws, W, d, r0, R, tr);
+  tc::stage_slice(Ws, W, d, r0, R, tr, d);
   __syncthreads();
   pl.unscale = st.load_a_staged(Ws);
   st.init_state(v0, pl.gb, bg, B);  // (the cluster barrier that follows orders these)

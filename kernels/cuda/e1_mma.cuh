@@ -84,28 +84,33 @@ template <> struct Pair<__half> {
   static __device__ __forceinline__ float2 unpack(type v) { return __half22float2(v); }
 };
 
-// The CTA's slice of W into Ws [R][d]: rows r0 .. r0 + R - 1 of W, or of W^T when tr (Ws[jj][i] =
-// W[i][r0 + jj]). With W 16-byte aligned (r0, R and d are multiples of 32, so every octet read is
+// The CTA's slice of W into Ws [R][ld] (ld >= d; the columns past d untouched): rows r0 .. r0 + R
+// - 1 of W, or of W^T when tr (Ws[jj][i] = W[i][r0 + jj]). With W 16-byte aligned (r0, R and d are multiples of 32, so every octet read is
 // too) by 16-byte loads: tr takes rows (i, i + 1) by an octet of columns and writes 8 pairs
 // (4-byte stores), consecutive threads consecutive row pairs, so a warp's stores into a row of Ws
-// are contiguous (no bank conflicts); element by element otherwise. Ws is 16-byte aligned. A
+// are contiguous (no bank conflicts); element by element otherwise. Ws is 16-byte aligned and ld a
+// multiple of 8. A
 // thread's loads are in flight together (cp.async, or four tasks' loads before their stores): one
 // global round trip after another, staging and loading a slice took ~15 us of the E23 forward's
 // prologue at B = 64 N = 64 (now ~5). A __syncthreads must follow.
 template <typename T>
-__device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R, bool tr) {
+__device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R, bool tr,
+                            int64_t ld) {
   static_assert(sizeof(T) == 2, "16-bit values");
   if ((reinterpret_cast<uintptr_t>(W) & 15) != 0) {
     for (int64_t k = threadIdx.x; k < R * d; k += blockDim.x) {
-      if (tr) Ws[(k % R) * d + k / R] = W[(k / R) * d + r0 + k % R];
-      else Ws[k] = W[r0 * d + k];
+      if (tr) Ws[(k % R) * ld + k / R] = W[(k / R) * d + r0 + k % R];
+      else Ws[(k / d) * ld + k % d] = W[r0 * d + k];
     }
     return;
   }
   if (!tr) {
     const uint4 *src = reinterpret_cast<const uint4 *>(W + r0 * d);
-    uint4 *dst = reinterpret_cast<uint4 *>(Ws);
-    for (int64_t k = threadIdx.x; k < R * d / 8; k += blockDim.x) cp_async16(dst + k, src + k);
+    const int per = (int)(d / 8), tasks = (int)(R * per);  // 16-byte pieces: a row's, the slice's
+    for (int k = (int)threadIdx.x; k < tasks; k += (int)blockDim.x) {
+      const int row = k / per;
+      cp_async16(Ws + row * ld + 8 * (k - row * per), src + k);
+    }
     cp_async_wait();
     return;
   }
@@ -128,8 +133,8 @@ __device__ void stage_slice(T *Ws, const T *W, int64_t d, int64_t r0, int64_t R,
       const uint32_t ua[4] = {a[j].x, a[j].y, a[j].z, a[j].w}, ub[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
 #pragma unroll
       for (int e = 0; e < 4; e++) {  // ua[e] holds W[i][r0 + jj + 2e] (low half) and the next
-        *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e) * d + i) = __byte_perm(ua[e], ub[e], 0x5410);
-        *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e + 1) * d + i) =
+        *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e) * ld + i) = __byte_perm(ua[e], ub[e], 0x5410);
+        *reinterpret_cast<uint32_t *>(Ws + (jj + 2 * e + 1) * ld + i) =
             __byte_perm(ua[e], ub[e], 0x7632);
       }
     }

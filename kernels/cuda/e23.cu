@@ -759,6 +759,26 @@ __device__ void init_tape(const P23<T> &p, float *tape, int LT, int64_t gb, int6
   }
 }
 
+// The tensor-core forwards' (e23_fwd_tc, cuda/e23_fwd_rt.cuh's e23_fwd_rt) exchanges at the
+// mbarriers `bars`: hx, h_t into state buffer (t + 1) & 1 of every CTA (the group's real rows),
+// and px, a step's partial scores into part (every CTA's bg x (N + 1)); and the CTA's h (h0 at
+// its units, or zeros) and w (zeros), hl and wl [bg][R]. A cluster barrier must follow before any
+// CTA sends.
+template <typename S, typename T>
+__device__ void init_forward(const P23<T> &p, AsyncFills<2> &hx, AsyncFills<1> &px,
+                             unsigned char *bars, int cs, int64_t gb, int64_t r0, float *hl,
+                             float *wl) {
+  constexpr int R = S::R;
+  const int64_t bg = p.bg, B = p.B;
+  hx.init(bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes));
+  px.init(bars + 16, (uint32_t)(cs * bg * (p.N + 1) * (int64_t)sizeof(float)));
+  for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
+    const int64_t bi = gb + k / R;
+    hl[k] = p.h0 && bi < B ? load(p.h0 + bi * S::D + r0 + k % R) : 0.f;
+    wl[k] = 0.f;
+  }
+}
+
 template <typename T, int MT, int KS, int NW, int SPLIT>
 __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   using S = tc::Step<__half, MT, KS, NW, tc::kSingle>;
@@ -782,24 +802,18 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   // the state and tape
   S sh(tc_smem), sw(tc_smem);
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
-  tc::stage_slice(Ws, p.Wh, d, r0, R, false);
+  tc::stage_slice(Ws, p.Wh, d, r0, R, false, d);
   __syncthreads();
   const float uh = sh.load_a_staged(Ws);  // W_h's products are scaled back by uh
   __syncthreads();
-  tc::stage_slice(Ws, p.Ww, d, r0, R, false);
+  tc::stage_slice(Ws, p.Ww, d, r0, R, false, d);
   __syncthreads();
   const float uw = sw.load_a_staged(Ws);  // W_write's by uw
   sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
-  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1: the group's real rows
-  AsyncFills<1> px;  // a step's partial scores into part: every CTA's bg x (N + 1)
-  hx.init(tc_smem + l.bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes));
-  px.init(tc_smem + l.bars + 16, (uint32_t)(cs * bg * (N + 1) * (int64_t)sizeof(float)));
-  for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
-    const int64_t bi = gb + k / R;
-    hl[k] = p.h0 && bi < B ? load(p.h0 + bi * d + r0 + k % R) : 0.f;
-    wl[k] = 0.f;
-  }
+  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1
+  AsyncFills<1> px;  // a step's partial scores into part
+  init_forward<S>(p, hx, px, tc_smem + l.bars, cs, gb, r0, hl, wl);
   init_tape<T, R>(p, tape, (int)LT, gb, r0);
   // The slot split (slot_split): the tape's write and read over the N slots at a column pair
   // would leave all but bg R / 2 threads waiting at the next barrier. Thread (sp, pq) takes pair

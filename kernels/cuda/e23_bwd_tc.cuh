@@ -300,12 +300,12 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
   // prologue: the fragments of W_h^T's and W_write^T's rows, staged in turn over red onwards
   S sh(tc_smem, sm(l.red)), sw(tc_smem, sm(l.red));
   T *Ws = reinterpret_cast<T *>(tc_smem + l.red);
-  tc::stage_slice(Ws, p.Wh, d, r0, R, true);
+  tc::stage_slice(Ws, p.Wh, d, r0, R, true, d);
   sh.init_state((const T *)nullptr, gb, bg, B);  // every row zero; rows >= bg stay so
   __syncthreads();
   sh.load_a(Ws);
   __syncthreads();
-  tc::stage_slice(Ws, p.Ww, d, r0, R, true);
+  tc::stage_slice(Ws, p.Ww, d, r0, R, true, d);
   __syncthreads();
   sw.load_a(Ws);
   __syncthreads();  // the staging area (and the mbarriers' space) is reused below

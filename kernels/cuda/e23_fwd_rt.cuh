@@ -46,27 +46,13 @@ __host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
 
 // Rows r0 .. r0 + kRtR - 1 of W [d][d] into Wp [kRtR][d + 8] as f16 scaled by a power of two
 // (tc::to_f16_scaled, the pads zero; scratch: 32 floats); returns the factor that scales the
-// products back. Staged in T at the same places (cp.async where W is 16-byte aligned), then
-// converted in place.
+// products back. Staged in T at the same places (tc::stage_slice), then converted in place.
 template <typename T>
 __device__ float rt_stage(__half *Wp, const T *W, int64_t d, int64_t r0, float *scratch) {
   T *Ws = reinterpret_cast<T *>(Wp);
-  const int64_t ld8 = (d + 8) / 8, per = d / 8;
-  const bool v16 = (reinterpret_cast<uintptr_t>(W) & 15) == 0;
-  for (int64_t k = threadIdx.x; k < kRtR * ld8; k += blockDim.x) {
-    const int64_t rr = k / ld8, c8 = k % ld8;
-    T *dst = Ws + rr * (d + 8) + c8 * 8;
-    const T *src = W + (r0 + rr) * d + c8 * 8;
-    if (c8 >= per) {
-      *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
-    } else if (v16) {
-      cp_async16(dst, src);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; e++) dst[e] = src[e];
-    }
-  }
-  cp_async_wait();
+  for (int64_t rr = threadIdx.x; rr < kRtR; rr += blockDim.x)
+    *reinterpret_cast<uint4 *>(Ws + rr * (d + 8) + d) = make_uint4(0u, 0u, 0u, 0u);
+  tc::stage_slice(Ws, W, d, r0, kRtR, false, d + 8);
   __syncthreads();
   return tc::to_f16_scaled(Ws, kRtR * (d + 8), scratch);
 }
@@ -115,15 +101,9 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   const float uw = rt_stage(Ww, p.Ww, d, r0, scratch);  // W_write's by uw
   sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
-  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1: the group's real rows
-  AsyncFills<1> px;  // a step's partial scores into part: every CTA's bg x (N + 1)
-  hx.init(rt_smem + l.bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes));
-  px.init(rt_smem + l.bars + 16, (uint32_t)(cs * bg * (N + 1) * (int64_t)sizeof(float)));
-  for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
-    const int64_t bi = gb + k / R;
-    hl[k] = p.h0 && bi < B ? load(p.h0 + bi * d + r0 + k % R) : 0.f;
-    wl[k] = 0.f;
-  }
+  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1
+  AsyncFills<1> px;  // a step's partial scores into part
+  init_forward<S>(p, hx, px, rt_smem + l.bars, cs, gb, r0, hl, wl);
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // the thread's tape block: row tn, slots s0 + j, units u0 + u
   const int tn = tid / 64, half = warp & 1, sg = lane >> 3, ug = lane & 7, s0 = 32 * half + 8 * sg,
@@ -173,13 +153,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     if (!trow) return;  // (whole warps)
     float h[8], v[8];
     load8(h, hl + tn * R + u0);
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      float s = 0.f;
-#pragma unroll
-      for (int u = 0; u < 8; u++) s += H[j][u] * h[u];
-      v[j] = s;
-    }
+    block_dots(H, h, v);
     float q = 0.f;  // w . h over the thread's units
     if (step) {
       load8(wr, wl + tn * R + u0);

@@ -67,13 +67,7 @@ __global__ void __launch_bounds__(320, 1)
     float h[8], v[8];
     *reinterpret_cast<float4 *>(h) = *reinterpret_cast<const float4 *>(&hl[row][u0]);
     *reinterpret_cast<float4 *>(h + 4) = *reinterpret_cast<const float4 *>(&hl[row][u0 + 4]);
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      float s = 0.f;
-#pragma unroll
-      for (int u = 0; u < 8; u++) s += H[j][u] * h[u];
-      v[j] = s;
-    }
+    eng_kc::block_dots(H, h, v);
     // reduce-scatter over the 8 unit groups: lane ug ends with slot s0 + ug
     eng_kc::fold<4>(v, ug & 4, 4);
     eng_kc::fold<2>(v, ug & 2, 2);
