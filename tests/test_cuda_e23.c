@@ -174,6 +174,18 @@ Test(cuda_e23, register_tape) {
   check(64, 1, 64, 512, 16, ENG_BF16, 1, 1, 0);
 }
 
+/* The register-tape backward (cuda/e23_bwd_rt.cuh) runs where the tensor-core backward walks 5
+ * batch rows a cluster of 8 inverted at N = 64 and d = 512 (benchmark_shapes' B = 64 N = 64 and
+ * register_tape's bf16 T = 1). Here B = 61 (the last cluster 1 real row) without state,
+ * checkpoints every 4 of 19 steps, strided inputs; and 64-step segments, long enough for the
+ * bound on the stepped-back tape's errors to pass 2^3 (a_t's largest over a group's 320 entries
+ * is ~0.1 here: ~0.15 bits a step) so that steps replay their tape from the checkpoint. */
+Test(cuda_e23, register_tape_backward) {
+  SKIP_WITHOUT_GPU();
+  check(61, 19, 64, 512, 4, ENG_BF16, 0, 1, 1);
+  check(64, 100, 64, 512, 64, ENG_BF16, 1, 1, 0);
+}
+
 Test(cuda_e23, long_sequences_stay_finite) {
   SKIP_WITHOUT_GPU();
   check(2, 4096, 8, 64, 64, ENG_BF16, 1, 1, 0);

@@ -287,38 +287,45 @@ struct Step {
     }
   }
 
-  // load_b's counterpart for an A fragment of f16 T in shared memory (row-major, ld elements a row):
-  // the .shared form, so the address arithmetic stays 32-bit.
+  // load_b's counterpart for an A fragment in shared memory (row-major, ld elements a row): the
+  // .shared form, so the address arithmetic stays 32-bit. m32n8k16's A is 8 registers in both
+  // 16-bit types (f16: 8 .f16x2, bf16: 8 .b32).
   __device__ __forceinline__ static void load_a_shared(FA &f, const T *p, unsigned ld) {
-    static_assert(std::is_same<T, __half>::value, "f16 A");
-    static_assert(sizeof(f.x) == 8 * sizeof(unsigned), "f16 A of m32n8k16: 8 registers");
+    static_assert(sizeof(f.x) == 8 * sizeof(unsigned), "A of m32n8k16: 8 registers");
     unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);
-    asm volatile("wmma.load.a.sync.aligned.row.m32n8k16.shared.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
-                   "=r"(r[7])
-                 : "r"(smem_addr(p)), "r"(ld) : "memory");
+    if constexpr (std::is_same<T, __nv_bfloat16>::value)
+      asm volatile("wmma.load.a.sync.aligned.row.m32n8k16.shared.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
+                     "=r"(r[7])
+                   : "r"(smem_addr(p)), "r"(ld) : "memory");
+    else
+      asm volatile("wmma.load.a.sync.aligned.row.m32n8k16.shared.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
+                     "=r"(r[7])
+                   : "r"(smem_addr(p)), "r"(ld) : "memory");
   }
 
-  // product() with the A fragments loaded from the slice Wp [R][ldw] (f16, shared memory) every
-  // step instead of held in registers: the register-tape forward (e23_fwd_rt) spends those
+  // product() with the A fragments loaded from the slice Wp [R][ldw] (shared memory) every step
+  // instead of held in registers: the register-tape kernels (e23_fwd_rt, e23_bwd_rt) spend those
   // registers on the tape. Warps NW and on take no part.
   __device__ __forceinline__ void product_from(int buf, const T *Wp, unsigned ldw) {
-    static_assert(OP != kHiLo, "one 8-column tile");
     if (warp >= NW) return;
     FC c[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++) wmma::fill_fragment(c[m], 0.f);
-    const T *hi = row(buf, 0, 0);
+    const T *hi = row(buf, 0, 0), *lo = row(buf, 1, 0);
 #pragma unroll
     for (int s = 0; s < KS; s++) {
       const int k0 = (warp * KS + s) * 16;
-      FB b;
+      FB b, bl;
       load_b(b, hi + k0);
+      if constexpr (OP == kHiLo) load_b(bl, lo + k0);
 #pragma unroll
       for (int m = 0; m < MT; m++) {
         FA f;
         load_a_shared(f, Wp + m * 32 * ldw + k0, ldw);
         wmma::mma_sync(c[m], f, b, c[m]);
+        if constexpr (OP == kHiLo) wmma::mma_sync(c[m], f, bl, c[m]);
       }
     }
 #pragma unroll

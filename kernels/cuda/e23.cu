@@ -962,6 +962,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
 
 #include "cuda/e23_fwd_rt.cuh"
 #include "cuda/e23_bwd_tc.cuh"
+#include "cuda/e23_bwd_rt.cuh"
 
 // ---- the backward ----
 
@@ -1394,6 +1395,21 @@ template <typename T> bool rt_plan23(const TcPlan23 &tp, int64_t B, int64_t N, P
   return resident_clusters(e23_fwd_rt<T>, *out, kRtThreads) >= (B + tp.pl.bg - 1) / tp.pl.bg;
 }
 
+// The register-tape backward's plan (cuda/e23_bwd_rt.cuh) where the tensor-core backward's plan
+// tp walks B = 64 N = 64's shape inverted: R = 64 on clusters of 8 (d = 512), N = 64 and 5 batch
+// rows a cluster, with all its clusters resident. It needs no scratch (nor does tp's inverted
+// walk: eng_kcuda_e23_scratch asks tp's).
+template <typename T> bool rb_plan23(const TbPlan23 &tp, int64_t B, int64_t N, Plan *out) {
+  if (tp.tl.mt != 2 || tp.tl.ks != 4 || tp.tl.nw != 8 || N != kRtN || tp.pl.bg != kRtRows ||
+      !tp.inv)
+    return false;
+  DeviceInfo info;
+  *out = tp.pl;
+  out->smem = br_layout(tp.pl.R * tp.pl.cs, tp.pl.cs).total;
+  return !device_info(&info) && out->smem <= (size_t)info.smem_optin &&
+         resident_clusters(e23_bwd_rt<T>, *out, kBrThreads) >= (B + tp.pl.bg - 1) / tp.pl.bg;
+}
+
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
   if constexpr (BWD && std::is_same_v<T, __nv_bfloat16>) {
     TbPlan23 tp;
@@ -1401,9 +1417,11 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
       p.R = tp.pl.R, p.bg = tp.pl.bg, p.per_cta = tp.per_cta;
       p.tb_dh = tp.dh, p.tb_w = tp.w, p.tb_seg = tp.seg, p.tb_inv = tp.inv, p.tb_cs = tp.cs_steps;
       p.scratch = static_cast<acc_t<T> *>(scratch);
-      return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N), tp.mode()), tp.pl,
-                    (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs), stream, p,
-                    32u * (unsigned)tp.tl.nw);
+      const unsigned grid = (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs);
+      Plan rp;
+      if (rb_plan23<T>(tp, p.B, p.N, &rp)) return launch(e23_bwd_rt<T>, rp, grid, stream, p, kBrThreads);
+      return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N), tp.mode()), tp.pl, grid,
+                    stream, p, 32u * (unsigned)tp.tl.nw);
     }
   }
   if constexpr (!BWD && sizeof(T) == 2) {  // needs no scratch (eng_kcuda_e23_scratch asks for none)

@@ -1,0 +1,385 @@
+// The E23 backward with the tape and its gradient in registers, e23_bwd_rt (included by cuda/e23.cu
+// after e23_bwd_tc, whose exchanges, softmax gradients and inverted walk it shares): B = 64 N = 64's
+// plan, the shape of e23_fwd_rt (d = 512 on clusters of 8 CTAs of R = 64 units, N = 64 slots,
+// 5 batch rows a cluster). There e23_bwd_tc keeps the tape and dH in shared memory (160 KB a CTA)
+// and its four slot loops over them, on the 5 warps that hold the rows' pairs, took ~16 000 of
+// the step's ~22 600 cycles (docs/PERF.md, session 24). Here each of 320 threads holds 8 slots x
+// 8 units of a batch row's tape H and of dH as floats (128 registers), as e23_fwd_rt holds the
+// tape: the sums over units (da, dr) and over slots (dw, the two reads back) are reduce-scatters
+// by shuffles. Both weight slices stay in shared memory (bf16, exact) and every product loads its
+// A fragments from there (tc::Step::product_from).
+//
+// The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
+// next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
+// back a step at a time, H_t = (H_{t+1} - a_t w_t) / (1 - a_t), and replays the step's tape from
+// the segment's checkpoint where the bound on the errors' growth passes 2^kInvBits.
+//
+// Thread tid = 32 warp + 8 sg + ug holds every batch row g < 5 of the group at slots 8 warp + 2 sg
+// + j (j < 2) and units 8 ug + u (u < 8) of the CTA's R: 80 floats of H and 80 of dH. 256 threads
+// (8 warps, 2 a scheduler: up to 255 registers; at 320 threads, 3 warps on some scheduler leave
+// 168, and the 128 floats a thread of e23_fwd_rt's layout would hold spilled). The pair threads
+// (the first bg R / 2) finish units (r, r + 1) of batch row n as e23_bwd_tc's do. The threads
+// carry the group's entries of a step's trace (a_t, r_t: row k / 64, slot k % 64), of w_t and of
+// h_{t-1} (row k / 64, unit k % 64), k = tid and tid + 256, from global memory a step ahead.
+
+constexpr int kBrThreads = 256, kBrEntries = kRtRows * kRtN, kBrWarps = kBrThreads / 32;
+using BrStep = tc::Step<__nv_bfloat16, 2, 4, 8, tc::kHiLo, kInvRows>;  // R = 64 rows of d = 512
+static_assert(kRtN == kRtR && kBrEntries <= 2 * kBrThreads, "two entries of the trace a thread");
+
+// Shared memory: BrStep's state buffers (planes kInvRows rows apart), red, the transposed weight
+// slices [R][d + 8] bf16 (rows padded: the fragment loads free of bank conflicts), the partial
+// sums part1 (da) and part2 (dr) [cs][bg][N], the step's a, r, 1 / (1 - a) and the softmax
+// gradients dsa, dsr [bg][N], w_t and dpre at the CTA's units [bg][R], h_t and h_{t-1} there
+// hh [2][bg][R] (by step parity), the warps' partial sums over slots up [8][bg][R], the warps'
+// largest 1 / (1 - a) mx, and four mbarriers. 32-byte aligned pieces (wmma pointers).
+struct BrLay {
+  size_t red, wh, ww, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, bars, total;
+};
+__host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
+  BrLay l{};
+  Carve cv{(tc::hb_span(d, 2, kInvRows) + 31) & ~(size_t)31};
+  auto take = [&](size_t bytes) { return cv.take((bytes + 31) & ~(size_t)31); };
+  const size_t f = sizeof(float), row = (size_t)kBrEntries * f;  // [bg][N] = [bg][R]
+  l.red = take((size_t)8 * 8 * tc::ldr(kRtR) * f);
+  l.wh = take((size_t)kRtR * (d + 8) * 2);
+  l.ww = take((size_t)kRtR * (d + 8) * 2);
+  l.part1 = take(cs * row);
+  l.part2 = take(cs * row);
+  l.as = take(row), l.rs = take(row), l.ia = take(row), l.dsa = take(row), l.dsr = take(row);
+  l.wl = take(row), l.dpl = take(row), l.hh = take(2 * row), l.up = take(kBrWarps * row);
+  l.mx = take(kBrWarps * f);
+  l.bars = take(4 * 8);
+  l.total = cv.at;
+  return l;
+}
+
+// A thread's 2 x 8 block of a [.., d] row-major tensor at src (rows d apart; zeros unless `in`):
+// the rows' 16-byte loads in flight together where aligned (a row's 8 values: 1 of 16-bit T, 2
+// of float).
+template <typename T>
+__device__ __forceinline__ void load_block(float (&X)[2][8], const T *src, int64_t d, bool in) {
+  constexpr int V = 16 / sizeof(T), P = 8 / V;  // values a load, loads a row
+  const bool a16 = (reinterpret_cast<uintptr_t>(src) & 15) == 0 && d % V == 0;
+  uint4 raw[2][P] = {};
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int k = 0; k < P; k++)
+      if (in && a16) raw[j][k] = *reinterpret_cast<const uint4 *>(src + j * d + k * V);
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+#pragma unroll
+    for (int k = 0; k < P; k++) unpack(raw[j][k], X[j] + k * V, src);
+    if (in && !a16)
+#pragma unroll
+      for (int u = 0; u < 8; u++) X[j][u] = load(src + j * d + u);
+  }
+}
+
+// The block back as T, 16-byte stores where aligned.
+template <typename T>
+__device__ __forceinline__ void store_block(T *dst, const float (&X)[2][8], int64_t d) {
+  static_assert(sizeof(T) == 2, "a row's 8 values in one 16-byte store");
+  const bool a16 = (reinterpret_cast<uintptr_t>(dst) & 15) == 0 && d % 8 == 0;
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    T e[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) store(e + u, X[j][u]);
+    if (a16) {
+      *reinterpret_cast<uint4 *>(dst + j * d) = *reinterpret_cast<const uint4 *>(e);
+    } else {
+#pragma unroll
+      for (int u = 0; u < 8; u++) dst[j * d + u] = e[u];
+    }
+  }
+}
+
+// The warp's share of sum_j c_j X[j][u] over its slots (the thread's 2, then the warp's 4 slot
+// groups by a reduce-scatter) into up at units uo, uo + 1 (uo: the lane's pair of its 8 units).
+__device__ __forceinline__ void slot_sums(const float (&X)[2][8], float c0, float c1, float *up,
+                                          int sg) {
+  float v[8];
+#pragma unroll
+  for (int u = 0; u < 8; u++) v[u] = c0 * X[0][u] + c1 * X[1][u];
+  fold<4>(v, sg & 2, 16);
+  fold<2>(v, sg & 1, 8);
+  *reinterpret_cast<float2 *>(up + 4 * (sg >> 1) + 2 * (sg & 1)) = make_float2(v[0], v[1]);
+}
+// The partial sums over the CTA's units of every row's 2 slots (v[2 g + j]; the thread's 8 units
+// summed) reduce-scattered over the 8 unit groups and sent to every CTA's part (row g slot j at
+// part[g N + j]; counted on bar): lane ug sends row ug / 2's slot ug % 2, lanes 0 and 1 row 4's.
+template <int CS>
+__device__ __forceinline__ void unit_sums_send(float (&v)[2 * kRtRows], float *part, uint32_t bar,
+                                               int ug) {
+  static_assert(kRtRows == 5, "rows 0-3 scattered over the 8 lanes, row 4 summed");
+  float x[8] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}, y[2] = {v[8], v[9]};
+  fold<4>(x, ug & 4, 4);
+  fold<2>(x, ug & 2, 2);
+  fold<1>(x, ug & 1, 1);
+  fold<1>(y, ug & 1, 1);
+  y[0] += __shfl_xor_sync(0xffffffffu, y[0], 2);
+  y[0] += __shfl_xor_sync(0xffffffffu, y[0], 4);
+  put_all_async<CS>(part + (ug >> 1) * kRtN + (ug & 1), x[0], bar);
+  if (ug < 2) put_all_async<CS>(part + 4 * kRtN + ug, y[0], bar);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
+  using S = BrStep;
+  constexpr int R = kRtR, N = kRtN, CS = S::CS, bg = kRtRows, SL = bg * R;
+  constexpr int64_t d = S::D, LW = d + 8;
+  extern __shared__ __align__(128) unsigned char br_smem[];
+  int rank, cs, group;
+  cluster_pos<true>(&rank, &cs, &group);
+  if (cs != CS || p.d != d || p.N != N || p.bg != bg || blockDim.x != kBrThreads) __trap();
+  const int C = (int)p.C;
+  const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
+  const int64_t K = (nt + C - 1) / C;
+  const BrLay l = br_layout(d, cs);
+  auto sm = [&](size_t at) { return reinterpret_cast<float *>(br_smem + at); };
+  float *part1 = sm(l.part1), *part2 = sm(l.part2), *as = sm(l.as), *rs = sm(l.rs);
+  float *ia = sm(l.ia), *dsa = sm(l.dsa), *dsr = sm(l.dsr), *wl = sm(l.wl), *dpl = sm(l.dpl);
+  float *hh = sm(l.hh), *up = sm(l.up), *mx = sm(l.mx);
+  T *Wh = reinterpret_cast<T *>(br_smem + l.wh), *Ww = reinterpret_cast<T *>(br_smem + l.ww);
+  // prologue: W_h^T's and W_write^T's rows of the CTA's units, the state buffers zero
+  S sh(br_smem, sm(l.red)), sw(br_smem, sm(l.red));
+  tc::stage_slice(Wh, p.Wh, d, r0, R, true, LW);
+  tc::stage_slice(Ww, p.Ww, d, r0, R, true, LW);
+  sh.init_state((const T *)nullptr, gb, bg, B);
+  // sx: dw / dpre into state buffer 0 / 1 (hi and lo of the group's real rows); dx: the partial
+  // da / dr, every CTA's bg x N, into part1 / part2
+  AsyncFills<2> sx, dx;
+  sx.init(br_smem + l.bars, (uint32_t)(2 * min((int64_t)bg, B - gb) * d * (int64_t)sizeof(T)));
+  dx.init(br_smem + l.bars + 16, (uint32_t)(cs * SL * (int)sizeof(float)));
+  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, sg = lane >> 3, ug = lane & 7;
+  const int s0 = 8 * warp + 2 * sg, u0 = 8 * ug;  // the thread's slots and units
+  // the pair threads: units (r, r + 1) of batch row n
+  const int n = tid / (R / 2), r = 2 * (tid % (R / 2));
+  const bool act = tid < bg * (R / 2), fin = act && gb + n < B;
+  const int64_t c = r0 + r, base = (gb + n) * nt * d + c;
+  const float scale = 1.f / sqrtf((float)d);
+  // The thread's entries k = tid + 256 q of a step's trace and state: a_t, r_t (row k / 64, slot
+  // k % 64), w_t and h_t (row k / 64, unit k % 64); zeros past the group's real rows.
+  auto real = [&](int q) { return tid + kBrThreads * q < kBrEntries && gb + (tid + kBrThreads * q) / 64 < B; };
+  auto entry = [&](int q) { return (tid + kBrThreads * q) % 64; };
+  auto ckrow = [&](int64_t g) { return p.ck_in + (gb + g) * p.ck_len; };
+  auto trace = [&](int q, int64_t off) {  // of a_t (off ck_a + t N) or r_t
+    return real(q) ? ckrow((tid + kBrThreads * q) / 64)[off + entry(q)] : 0.f;
+  };
+  auto h_raw = [&](int q, int64_t t) {  // h_t as stored (t = -1: h0 or zero)
+    const int64_t g = gb + (tid + kBrThreads * q) / 64, u = r0 + entry(q);
+    const T *src = t >= 0 ? p.hs_in + (g * nt + t) * d + u : p.h0 ? p.h0 + g * d + u : nullptr;
+    return real(q) && src ? *src : T(0.f);
+  };
+  float ta[2] = {}, tr[2] = {}, tw[2] = {};
+  auto trace_step = [&](int64_t t) {
+#pragma unroll
+    for (int q = 0; q < 2; q++)
+      ta[q] = trace(q, p.ck_a + t * N), tr[q] = trace(q, p.ck_r + t * N),
+      tw[q] = trace(q, p.ck_w + t * d + r0);
+  };
+  float H[bg][2][8], dH[bg][2][8];
+#pragma unroll
+  for (int g = 0; g < bg; g++)
+    load_block(dH[g], p.dtapeT + ((gb + g) * N + s0) * d + r0 + u0, d, gb + g < B && p.dtapeT);
+  // The tape after `steps` writes of segment kseg: its checkpoint replayed with the forward's
+  // expression (tape_write) from the trace.
+  auto replay = [&](int64_t kseg, int steps) {
+#pragma unroll
+    for (int g = 0; g < bg; g++) {
+      const bool in = gb + g < B;
+      const float *row = ckrow(g);
+      load_block(H[g], row + (kseg * N + s0) * d + r0 + u0, d, in);
+      for (int s = 0; s < steps; s++) {
+        const int64_t t = kseg * C + s;
+        float w[8], a[2];
+#pragma unroll
+        for (int u = 0; u < 8; u++) w[u] = in ? row[p.ck_w + t * d + r0 + u0 + u] : 0.f;
+#pragma unroll
+        for (int j = 0; j < 2; j++) a[j] = in ? row[p.ck_a + t * N + s0 + j] : 0.f;
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+          for (int u = 0; u < 8; u++) H[g][j][u] = tape_write(H[g][j][u], a[j], w[u]);
+      }
+    }
+  };
+  // carry: dL/dh_t from the steps after t plus dhs_t (dh_T alone after the last step)
+  float2 carry = make_float2(0.f, 0.f);
+  if (fin && p.dhT) carry = make_float2(load(p.dhT + (gb + n) * d + c), load(p.dhT + (gb + n) * d + c + 1));
+  if (fin && nt > 0)
+    carry.x += load(p.dhs + base + (nt - 1) * d), carry.y += load(p.dhs + base + (nt - 1) * d + 1);
+  // the last step's trace and h_t, then the walk
+  if (nt > 0) {
+    trace_step(nt - 1);
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+      const T h = h_raw(q, nt - 1);
+      if (tid + kBrThreads * q < kBrEntries) hh[((nt - 1) & 1) * SL + tid + kBrThreads * q] = load(&h);
+    }
+  }
+  __syncthreads();
+  sync_all<true>();  // every CTA's mbarriers initialized before the first remote fill
+  // The pair's sum over the 8 warps' partial sums in up.
+  auto warps_sum = [&]() {
+    float2 v[2] = {};
+#pragma unroll
+    for (int w = 0; w < kBrWarps; w++) {
+      const float2 x = *reinterpret_cast<const float2 *>(up + w * SL + n * R + r);
+      v[w & 1].x += x.x, v[w & 1].y += x.y;
+    }
+    return make_float2(v[0].x + v[1].x, v[0].y + v[1].y);
+  };
+  float *upw = up + warp * SL + u0;  // the warp's partial sums, at the lane's units
+  // Back through the softmax of exchange b (probabilities w, gradients into out) and the product of
+  // state buffer b with the slice Wp, then a barrier.
+  auto through = [&](int b, const float *part, const float *w, float *out, S &st, const T *Wp) {
+    dx.wait(b);
+    if (warp < bg) softmax_back<CS>(part, bg, warp, N, w + warp * N, lane, out + warp * N);
+    sx.wait(b);
+    st.product_from(b, Wp, (unsigned)LW);
+    __syncthreads();
+  };
+  auto pair2 = [&](const float *x, int g) { return *reinterpret_cast<const float2 *>(x + g * N + s0); };
+  // The exchanges as e23_bwd_tc's walk (why no CTA refills a buffer another still reads is argued
+  // there): dw into state buffer 0 and da into part1 after the step's first loop, dpre into
+  // buffer 1 and dr into part2 after its third.
+  float grown = 0.f;
+  for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
+    const int64_t t0 = kseg * C;
+    const int L = (int)min((int64_t)C, nt - t0);
+    replay(kseg + 1 < K ? kseg + 1 : kseg, kseg + 1 < K ? 0 : L);
+    grown = 0.f;
+    for (int s = L - 1; s >= 0; s--) {
+      const int64_t t = t0 + s;
+      float *hc = hh + (t & 1) * SL, *hp = hh + ((t - 1) & 1) * SL;
+      // the step's trace in place; the bound on the errors' growth (alike in every thread)
+      float most = 1.f;
+      T hraw[2];  // h_{t-1}: stored after the third loop, its latency hidden
+#pragma unroll
+      for (int q = 0; q < 2; q++) {
+        const int k = tid + kBrThreads * q;
+        hraw[q] = h_raw(q, t - 1);
+        if (k < kBrEntries) {
+          const float iq = 1.f / (1.f - ta[q]);
+          as[k] = ta[q], rs[k] = tr[q], wl[k] = tw[q], ia[k] = iq;
+          most = fmaxf(most, iq);
+        }
+      }
+      most = warp_max(most);
+      if (lane == 0) mx[warp] = most;
+      __syncthreads();
+#pragma unroll
+      for (int w = 0; w < kBrWarps; w++) most = fmaxf(most, mx[w]);
+      grown += log2f(most);
+      const bool exact = !(grown <= kInvBits);  // also where a = 1 (inf)
+      if (exact) replay(kseg, s), grown = 0.f;
+      // First loop: H_t from H_{t+1} (unless replayed); dw = sum_i a_i dH[i] over slots into up,
+      // the partial da_i = dH[i] . (w - H_t[i]) over the CTA's units to every CTA's part1.
+      {
+        float v[2 * bg];
+#pragma unroll
+        for (int g = 0; g < bg; g++) {
+          float wv[8];
+          const float2 a = pair2(as, g);
+          load8(wv, wl + g * R + u0);
+          if (!exact) {
+            const float2 q = pair2(ia, g);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+              H[g][0][u] = (H[g][0][u] - a.x * wv[u]) * q.x,
+              H[g][1][u] = (H[g][1][u] - a.y * wv[u]) * q.y;
+          }
+#pragma unroll
+          for (int j = 0; j < 2; j++) {
+            float x = 0.f;
+#pragma unroll
+            for (int u = 0; u < 8; u++) x += dH[g][j][u] * (wv[u] - H[g][j][u]);
+            v[2 * g + j] = x;
+          }
+          slot_sums(dH[g], a.x, a.y, upw + g * R, sg);
+        }
+        unit_sums_send<CS>(v, part1 + rank * SL + s0, dx.of(0), ug);
+      }
+      __syncthreads();
+      if (fin) {
+        const float2 dw = warps_sum();
+        sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
+        store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
+      }
+      through(0, part1, as, dsa, sw, Ww);  // a = softmax(scale H h_t), w = W_write h_t
+      // Second loop: sum_i dsa_i H[i] over slots, for dpre
+#pragma unroll
+      for (int g = 0; g < bg; g++) {
+        const float2 cv = pair2(dsa, g);
+        slot_sums(H[g], cv.x, cv.y, upw + g * R, sg);
+      }
+      __syncthreads();
+      T graw[2] = {};  // dhs_{t-1}: converted at the carry, so the load's latency hides
+      if (act) {
+        const float2 tot = sw.sum(n, r), acc = warps_sum();
+        const float2 hv = *reinterpret_cast<const float2 *>(hc + n * R + r);
+        const float2 dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
+                                        (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
+        *reinterpret_cast<float2 *>(dpl + n * R + r) = dpre;
+        if (fin) {
+          sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
+          store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
+          if (t >= 1) graw[0] = p.dhs[base + (t - 1) * d], graw[1] = p.dhs[base + (t - 1) * d + 1];
+        }
+      }
+      __syncthreads();
+      // Third loop: the partial dr_i = H[i] . dpre over the CTA's units to every CTA's part2
+      {
+        float v[2 * bg];
+#pragma unroll
+        for (int g = 0; g < bg; g++) {
+          float dp[8];
+          load8(dp, dpl + g * R + u0);
+#pragma unroll
+          for (int j = 0; j < 2; j++) {
+            float x = 0.f;
+#pragma unroll
+            for (int u = 0; u < 8; u++) x += H[g][j][u] * dp[u];
+            v[2 * g + j] = x;
+          }
+        }
+        unit_sums_send<CS>(v, part2 + rank * SL + s0, dx.of(1), ug);
+      }
+#pragma unroll
+      for (int q = 0; q < 2; q++)
+        if (tid + kBrThreads * q < kBrEntries) hp[tid + kBrThreads * q] = load(&hraw[q]);
+      if (t >= 1) trace_step(t - 1);
+      through(1, part2, rs, dsr, sh, Wh);  // r = softmax(scale H h_{t-1}), W_h
+      // Fourth loop: sum_i dsr_i H[i] over slots for the carry; dH through the step,
+      // dH_t[i] = (1 - a_i) dH[i] + scale dsa_i h_t + r_i dpre + scale dsr_i h_{t-1}
+#pragma unroll
+      for (int g = 0; g < bg; g++) {
+        const float2 qv = pair2(dsr, g), av = pair2(as, g), sa = pair2(dsa, g), rv = pair2(rs, g);
+        slot_sums(H[g], qv.x, qv.y, upw + g * R, sg);
+        float x[8], y[8], z[8];
+        load8(x, hc + g * R + u0);
+        load8(y, dpl + g * R + u0);
+        load8(z, hp + g * R + u0);
+        const float k[2] = {1.f - av.x, 1.f - av.y}, sj[2] = {scale * sa.x, scale * sa.y},
+                    rj[2] = {rv.x, rv.y}, qj[2] = {scale * qv.x, scale * qv.y};
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+          for (int u = 0; u < 8; u++)
+            dH[g][j][u] = k[j] * dH[g][j][u] + sj[j] * x[u] + rj[j] * y[u] + qj[j] * z[u];
+      }
+      __syncthreads();
+      if (act) {
+        const float2 tot = sh.sum(n, r), back = warps_sum();
+        carry = make_float2(tot.x + scale * back.x + load(&graw[0]),
+                            tot.y + scale * back.y + load(&graw[1]));
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < bg; g++)
+    if (gb + g < B) store_block(p.dtape0 + ((gb + g) * N + s0) * d + r0 + u0, dH[g], d);
+  if (fin) store(p.dh0 + (gb + n) * d + c, carry.x), store(p.dh0 + (gb + n) * d + c + 1, carry.y);
+}
