@@ -7,7 +7,8 @@
  * on clusters of 16 CTAs, one row each: B = 4 and 5 here, B = 19 and 64 on clusters of 8) at
  * d = 256 with an odd N and with 8 batch rows a cluster, and the tensor-core backward (bf16, the
  * same widths; at d = 512 on clusters of 16 where those walk a segment in fewer parts: B = 4
- * N = 64) with each of its placements of dH and the segment store, and its inverted walk.
+ * N = 64) with each of its placements of dH and the segment store, and its inverted walk, and the
+ * register-tape kernels of B = 64 N = 64's plan (register_tape, register_tape_backward).
  * Tolerances: bf16/f16 1e-2 (their f32 ckpt 1e-3); f32 3e-5 forward and 2e-4 backward (f32
  * attention and tape updates through up to 512 dependent steps, and the GPU's next-step read
  * scores come from the identity H_new h = (1 - a) H h + a (w . h) instead of a fresh pass, against

@@ -4,7 +4,8 @@
 // warp finishes batch row g. For 16-bit values and d = 256 or 512 the forward runs e23_fwd_tc
 // instead: both per-step products on tensor cores (see "the forward on tensor cores"), and at
 // B = 64 N = 64's plan e23_fwd_rt, the tape in registers (cuda/e23_fwd_rt.cuh); for bf16 at those
-// widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh).
+// widths the backward runs e23_bwd_tc (cuda/e23_bwd_tc.cuh), and at B = 64 N = 64's plan
+// e23_bwd_rt, the tape and its gradient in registers (cuda/e23_bwd_rt.cuh).
 #include <algorithm>
 #include <type_traits>
 

@@ -3,11 +3,12 @@
 // plan, the shape of e23_fwd_rt (d = 512 on clusters of 8 CTAs of R = 64 units, N = 64 slots,
 // 5 batch rows a cluster). There e23_bwd_tc keeps the tape and dH in shared memory (160 KB a CTA)
 // and its four slot loops over them, on the 5 warps that hold the rows' pairs, took ~16 000 of
-// the step's ~22 600 cycles (docs/PERF.md, session 24). Here each of 320 threads holds 8 slots x
-// 8 units of a batch row's tape H and of dH as floats (128 registers), as e23_fwd_rt holds the
-// tape: the sums over units (da, dr) and over slots (dw, the two reads back) are reduce-scatters
-// by shuffles. Both weight slices stay in shared memory (bf16, exact) and every product loads its
-// A fragments from there (tc::Step::product_from).
+// the step's ~22 600 cycles (docs/PERF.md, session 24). Here every thread holds a block of every
+// batch row's tape H and of dH as floats (160 registers): the sums over units (da, dr) are
+// reduce-scatters by shuffles, those over slots (dw, the two reads back) too within a warp and
+// then through shared memory. Both weight slices stay in shared memory (bf16, exact) and every
+// product loads its A fragments from there (tc::Step::product_from). B = 64 N = 64: 12.0 -> 8.6
+// us a step (docs/PERF.md, session 28).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
@@ -51,48 +52,6 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   l.bars = take(4 * 8);
   l.total = cv.at;
   return l;
-}
-
-// A thread's 2 x 8 block of a [.., d] row-major tensor at src (rows d apart; zeros unless `in`):
-// the rows' 16-byte loads in flight together where aligned (a row's 8 values: 1 of 16-bit T, 2
-// of float).
-template <typename T>
-__device__ __forceinline__ void load_block(float (&X)[2][8], const T *src, int64_t d, bool in) {
-  constexpr int V = 16 / sizeof(T), P = 8 / V;  // values a load, loads a row
-  const bool a16 = (reinterpret_cast<uintptr_t>(src) & 15) == 0 && d % V == 0;
-  uint4 raw[2][P] = {};
-#pragma unroll
-  for (int j = 0; j < 2; j++)
-#pragma unroll
-    for (int k = 0; k < P; k++)
-      if (in && a16) raw[j][k] = *reinterpret_cast<const uint4 *>(src + j * d + k * V);
-#pragma unroll
-  for (int j = 0; j < 2; j++) {
-#pragma unroll
-    for (int k = 0; k < P; k++) unpack(raw[j][k], X[j] + k * V, src);
-    if (in && !a16)
-#pragma unroll
-      for (int u = 0; u < 8; u++) X[j][u] = load(src + j * d + u);
-  }
-}
-
-// The block back as T, 16-byte stores where aligned.
-template <typename T>
-__device__ __forceinline__ void store_block(T *dst, const float (&X)[2][8], int64_t d) {
-  static_assert(sizeof(T) == 2, "a row's 8 values in one 16-byte store");
-  const bool a16 = (reinterpret_cast<uintptr_t>(dst) & 15) == 0 && d % 8 == 0;
-#pragma unroll
-  for (int j = 0; j < 2; j++) {
-    T e[8];
-#pragma unroll
-    for (int u = 0; u < 8; u++) store(e + u, X[j][u]);
-    if (a16) {
-      *reinterpret_cast<uint4 *>(dst + j * d) = *reinterpret_cast<const uint4 *>(e);
-    } else {
-#pragma unroll
-      for (int u = 0; u < 8; u++) dst[j * d + u] = e[u];
-    }
-  }
 }
 
 // The warp's share of sum_j c_j X[j][u] over its slots (the thread's 2, then the warp's 4 slot

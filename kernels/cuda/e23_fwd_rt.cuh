@@ -74,6 +74,48 @@ __device__ __forceinline__ void store8(float *x, const float (&v)[8], bool a16) 
   }
 }
 
+// A thread's J x 8 block of a [.., d] row-major tensor at src (rows d apart; zeros unless `in`):
+// the rows' 16-byte loads in flight together where aligned (a row's 8 values: one load of 16-bit
+// T, two of float).
+template <int J, typename T>
+__device__ __forceinline__ void load_block(float (&X)[J][8], const T *src, int64_t d, bool in) {
+  constexpr int V = 16 / sizeof(T), P = 8 / V;  // values a load, loads a row
+  const bool a16 = (reinterpret_cast<uintptr_t>(src) & 15) == 0 && d % V == 0;
+  uint4 raw[J][P] = {};
+#pragma unroll
+  for (int j = 0; j < J; j++)
+#pragma unroll
+    for (int k = 0; k < P; k++)
+      if (in && a16) raw[j][k] = *reinterpret_cast<const uint4 *>(src + j * d + k * V);
+#pragma unroll
+  for (int j = 0; j < J; j++) {
+#pragma unroll
+    for (int k = 0; k < P; k++) unpack(raw[j][k], X[j] + k * V, src);
+    if (in && !a16)
+#pragma unroll
+      for (int u = 0; u < 8; u++) X[j][u] = load(src + j * d + u);
+  }
+}
+
+// The block back as 16-bit T, 16-byte stores where aligned.
+template <int J, typename T>
+__device__ __forceinline__ void store_block(T *dst, const float (&X)[J][8], int64_t d) {
+  static_assert(sizeof(T) == 2, "a row's 8 values in one 16-byte store");
+  const bool a16 = (reinterpret_cast<uintptr_t>(dst) & 15) == 0 && d % 8 == 0;
+#pragma unroll
+  for (int j = 0; j < J; j++) {
+    T e[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) store(e + u, X[j][u]);
+    if (a16) {
+      *reinterpret_cast<uint4 *>(dst + j * d) = *reinterpret_cast<const uint4 *>(e);
+    } else {
+#pragma unroll
+      for (int u = 0; u < 8; u++) dst[j * d + u] = e[u];
+    }
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   using S = RtStep;
@@ -269,20 +311,5 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     if (t + 1 == next_ck) next_ck += p.C, seg++;
   }
   if (write_seg >= 0) write_step(write_seg);  // the last step's
-  if (treal) {  // the final tape of the thread's block
-    T *dst = p.tapeT + ((gb + tn) * N + s0) * d + r0 + u0;
-    const bool a16 = (reinterpret_cast<uintptr_t>(p.tapeT) & 15) == 0;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      T e[8];
-#pragma unroll
-      for (int u = 0; u < 8; u++) store(e + u, H[j][u]);
-      if (a16) {
-        *reinterpret_cast<uint4 *>(dst + j * d) = *reinterpret_cast<const uint4 *>(e);
-      } else {
-#pragma unroll
-        for (int u = 0; u < 8; u++) dst[j * d + u] = e[u];
-      }
-    }
-  }
+  if (treal) store_block(p.tapeT + ((gb + tn) * N + s0) * d + r0 + u0, H, d);  // the final tape
 }
