@@ -305,11 +305,11 @@ struct Step {
                    : "r"(smem_addr(p)), "r"(ld) : "memory");
   }
 
-  // product() with the A fragments loaded from the slice Wp [R][ldw] (shared memory) every step
-  // instead of held in registers: the register-tape kernels (e23_fwd_rt, e23_bwd_rt) spend those
-  // registers on the tape. Warps NW and on take no part.
-  __device__ __forceinline__ void product_from(int buf, const T *Wp, unsigned ldw) {
-    if (warp >= NW) return;
+  // The warp's partial product with state buffer `buf` into red, the A fragment of row tile m and
+  // k slice s from a_of(f, m, s, k0) (k0: the slice's first column; f: a fragment it may fill and
+  // return): one mma a tile and slice with
+  // one 8-column tile of B (the f16 rows, or kPacked's hi 4 and lo 4), two under kHiLo (hi, lo).
+  template <typename F> __device__ __forceinline__ void product_by(int buf, F &&a_of) {
     FC c[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++) wmma::fill_fragment(c[m], 0.f);
@@ -322,8 +322,8 @@ struct Step {
       if constexpr (OP == kHiLo) load_b(bl, lo + k0);
 #pragma unroll
       for (int m = 0; m < MT; m++) {
-        FA f;
-        load_a_shared(f, Wp + m * 32 * ldw + k0, ldw);
+        FA scratch;
+        const FA &f = a_of(scratch, m, s, k0);
         wmma::mma_sync(c[m], f, b, c[m]);
         if constexpr (OP == kHiLo) wmma::mma_sync(c[m], f, bl, c[m]);
       }
@@ -334,36 +334,21 @@ struct Step {
                               wmma::mem_col_major);
   }
 
-  // Every warp: its partial product with state buffer `buf` into red; a __syncthreads must come
-  // before sum() reads it.
+  // Every warp: its partial product with state buffer `buf` into red, from the fragments in
+  // registers; a __syncthreads must come before sum() reads it.
   __device__ __forceinline__ void product(int buf) {
-    FC c[MT];
-#pragma unroll
-    for (int m = 0; m < MT; m++) wmma::fill_fragment(c[m], 0.f);
-    const T *hi = row(buf, 0, 0), *lo = row(buf, 1, 0);
-#pragma unroll
-    for (int s = 0; s < KS; s++) {
-      const int k0 = (warp * KS + s) * 16;
-      if constexpr (OP != kHiLo) {  // one 8-column tile: the f16 rows, or hi's 4 and lo's 4
-        FB b;
-        load_b(b, hi + k0);
-#pragma unroll
-        for (int m = 0; m < MT; m++) wmma::mma_sync(c[m], a[m][s], b, c[m]);
-      } else {
-        FB bh, bl;
-        load_b(bh, hi + k0);
-        load_b(bl, lo + k0);
-#pragma unroll
-        for (int m = 0; m < MT; m++) {
-          wmma::mma_sync(c[m], a[m][s], bh, c[m]);
-          wmma::mma_sync(c[m], a[m][s], bl, c[m]);
-        }
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-      wmma::store_matrix_sync(red + warp * 8 * ldr(R) + m * 32, c[m], (unsigned)ldr(R),
-                              wmma::mem_col_major);
+    product_by(buf, [&](FA &, int m, int s, int) -> const FA & { return a[m][s]; });
+  }
+
+  // product() with the A fragments loaded from the slice Wp [R][ldw] (shared memory) every step
+  // instead of held in registers: the register-tape kernels (e23_fwd_rt, e23_bwd_rt) spend those
+  // registers on the tape. Warps NW and on take no part.
+  __device__ __forceinline__ void product_from(int buf, const T *Wp, unsigned ldw) {
+    if (warp >= NW) return;
+    product_by(buf, [&](FA &f, int m, int, int k0) -> const FA & {
+      load_a_shared(f, Wp + m * 32 * ldw + k0, ldw);
+      return f;
+    });
   }
 
   // The product at slice rows (r, r + 1) (r even) for batch row n: the warps' parts added (and

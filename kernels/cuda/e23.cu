@@ -1385,30 +1385,30 @@ bool tb_plan23(int64_t B, int64_t N, int64_t d, int64_t C, TbPlan23 *out) {
   return found;
 }
 
-// The register-tape forward's plan (cuda/e23_fwd_rt.cuh) where the tensor-core plan tp has its
-// shape: R = 64 on clusters of 8 (d = 512), N = 64 and 5 batch rows a cluster (B = 64 N = 64's),
-// with all its clusters resident (more shared memory and threads than e23_fwd_tc's).
+// The register-tape kernels' shape (cuda/e23_fwd_rt.cuh, cuda/e23_bwd_rt.cuh): the tiling of
+// R = 64 on clusters of 8 (d = 512), N = 64 and 5 batch rows a cluster (B = 64 N = 64's plans).
+inline bool rt_shape(const tc::Tiling &tl, int64_t bg, int64_t N) {
+  return tl.mt == 2 && tl.ks == 4 && tl.nw == 8 && N == kRtN && bg == kRtRows;
+}
+
+// The register-tape forward's plan where the tensor-core plan tp has that shape, with all its
+// clusters resident (more shared memory and threads than e23_fwd_tc's).
 template <typename T> bool rt_plan23(const TcPlan23 &tp, int64_t B, int64_t N, Plan *out) {
-  if (tp.tl.mt != 2 || tp.tl.ks != 4 || tp.tl.nw != 8 || N != kRtN || tp.pl.bg != kRtRows)
-    return false;
+  if (!rt_shape(tp.tl, tp.pl.bg, N)) return false;
   *out = tp.pl;
   out->smem = rt_layout(tp.pl.R * tp.pl.cs, tp.pl.cs).total;
   return resident_clusters(e23_fwd_rt<T>, *out, kRtThreads) >= (B + tp.pl.bg - 1) / tp.pl.bg;
 }
 
-// The register-tape backward's plan (cuda/e23_bwd_rt.cuh) where the tensor-core backward's plan
-// tp walks B = 64 N = 64's shape inverted: R = 64 on clusters of 8 (d = 512), N = 64 and 5 batch
-// rows a cluster, with all its clusters resident. It needs no scratch (nor does tp's inverted
-// walk: eng_kcuda_e23_scratch asks tp's).
+// The register-tape backward's plan where the tensor-core backward's plan tp has that shape and
+// walks it inverted, with all its clusters resident (none are where its shared memory is past
+// the device's: resident_clusters). It needs no scratch (nor does tp's inverted walk:
+// eng_kcuda_e23_scratch asks tp's).
 template <typename T> bool rb_plan23(const TbPlan23 &tp, int64_t B, int64_t N, Plan *out) {
-  if (tp.tl.mt != 2 || tp.tl.ks != 4 || tp.tl.nw != 8 || N != kRtN || tp.pl.bg != kRtRows ||
-      !tp.inv)
-    return false;
-  DeviceInfo info;
+  if (!rt_shape(tp.tl, tp.pl.bg, N) || !tp.inv) return false;
   *out = tp.pl;
   out->smem = br_layout(tp.pl.R * tp.pl.cs, tp.pl.cs).total;
-  return !device_info(&info) && out->smem <= (size_t)info.smem_optin &&
-         resident_clusters(e23_bwd_rt<T>, *out, kBrThreads) >= (B + tp.pl.bg - 1) / tp.pl.bg;
+  return resident_clusters(e23_bwd_rt<T>, *out, kBrThreads) >= (B + tp.pl.bg - 1) / tp.pl.bg;
 }
 
 template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {

@@ -118,18 +118,24 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   const bool act = tid < bg * (R / 2), fin = act && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * nt * d + c;
   const float scale = 1.f / sqrtf((float)d);
-  // The thread's entries k = tid + 256 q of a step's trace and state: a_t, r_t (row k / 64, slot
-  // k % 64), w_t and h_t (row k / 64, unit k % 64); zeros past the group's real rows.
-  auto real = [&](int q) { return tid + kBrThreads * q < kBrEntries && gb + (tid + kBrThreads * q) / 64 < B; };
-  auto entry = [&](int q) { return (tid + kBrThreads * q) % 64; };
+  // The thread's entries k = ent(q) = tid + 256 q < kBrEntries of a step's trace and state: a_t,
+  // r_t (row k / 64, slot k % 64), w_t and h_t (row k / 64, unit k % 64); zeros past the group's
+  // real rows.
+  auto ent = [&](int q) { return tid + kBrThreads * q; };
+  auto real = [&](int q) { return ent(q) < kBrEntries && gb + ent(q) / 64 < B; };
   auto ckrow = [&](int64_t g) { return p.ck_in + (gb + g) * p.ck_len; };
   auto trace = [&](int q, int64_t off) {  // of a_t (off ck_a + t N) or r_t
-    return real(q) ? ckrow((tid + kBrThreads * q) / 64)[off + entry(q)] : 0.f;
+    return real(q) ? ckrow(ent(q) / 64)[off + ent(q) % 64] : 0.f;
   };
   auto h_raw = [&](int q, int64_t t) {  // h_t as stored (t = -1: h0 or zero)
-    const int64_t g = gb + (tid + kBrThreads * q) / 64, u = r0 + entry(q);
+    const int64_t g = gb + ent(q) / 64, u = r0 + ent(q) % 64;
     const T *src = t >= 0 ? p.hs_in + (g * nt + t) * d + u : p.h0 ? p.h0 + g * d + u : nullptr;
     return real(q) && src ? *src : T(0.f);
+  };
+  auto h_store = [&](float *hb, const T (&h)[2]) {  // the entries' h into hh's buffer hb
+#pragma unroll
+    for (int q = 0; q < 2; q++)
+      if (ent(q) < kBrEntries) hb[ent(q)] = load(&h[q]);
   };
   float ta[2] = {}, tr[2] = {}, tw[2] = {};
   auto trace_step = [&](int64_t t) {
@@ -172,11 +178,8 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   // the last step's trace and h_t, then the walk
   if (nt > 0) {
     trace_step(nt - 1);
-#pragma unroll
-    for (int q = 0; q < 2; q++) {
-      const T h = h_raw(q, nt - 1);
-      if (tid + kBrThreads * q < kBrEntries) hh[((nt - 1) & 1) * SL + tid + kBrThreads * q] = load(&h);
-    }
+    const T h[2] = {h_raw(0, nt - 1), h_raw(1, nt - 1)};
+    h_store(hh + ((nt - 1) & 1) * SL, h);
   }
   __syncthreads();
   sync_all<true>();  // every CTA's mbarriers initialized before the first remote fill
@@ -213,12 +216,12 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     for (int s = L - 1; s >= 0; s--) {
       const int64_t t = t0 + s;
       float *hc = hh + (t & 1) * SL, *hp = hh + ((t - 1) & 1) * SL;
-      // the step's trace in place; the bound on the errors' growth (alike in every thread)
+      // the step's trace in place; the bound on the errors' growth
       float most = 1.f;
       T hraw[2];  // h_{t-1}: stored after the third loop, its latency hidden
 #pragma unroll
       for (int q = 0; q < 2; q++) {
-        const int k = tid + kBrThreads * q;
+        const int k = ent(q);
         hraw[q] = h_raw(q, t - 1);
         if (k < kBrEntries) {
           const float iq = 1.f / (1.f - ta[q]);
@@ -226,13 +229,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
           most = fmaxf(most, iq);
         }
       }
-      most = warp_max(most);
-      if (lane == 0) mx[warp] = most;
-      __syncthreads();
-#pragma unroll
-      for (int w = 0; w < kBrWarps; w++) most = fmaxf(most, mx[w]);
-      grown += log2f(most);
-      const bool exact = !(grown <= kInvBits);  // also where a = 1 (inf)
+      const bool exact = inv_bound_passed<kBrWarps>(most, mx, grown, warp, lane);
       if (exact) replay(kseg, s), grown = 0.f;
       // First loop: H_t from H_{t+1} (unless replayed); dw = sum_i a_i dH[i] over slots into up,
       // the partial da_i = dH[i] . (w - H_t[i]) over the CTA's units to every CTA's part1.
@@ -306,9 +303,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         }
         unit_sums_send<CS>(v, part2 + rank * SL + s0, dx.of(1), ug);
       }
-#pragma unroll
-      for (int q = 0; q < 2; q++)
-        if (tid + kBrThreads * q < kBrEntries) hp[tid + kBrThreads * q] = load(&hraw[q]);
+      h_store(hp, hraw);
       if (t >= 1) trace_step(t - 1);
       through(1, part2, rs, dsr, sh, Wh);  // r = softmax(scale H h_{t-1}), W_h
       // Fourth loop: sum_i dsr_i H[i] over slots for the carry; dH through the step,
@@ -321,13 +316,17 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         load8(x, hc + g * R + u0);
         load8(y, dpl + g * R + u0);
         load8(z, hp + g * R + u0);
-        const float k[2] = {1.f - av.x, 1.f - av.y}, sj[2] = {scale * sa.x, scale * sa.y},
+        const float aj[2] = {av.x, av.y}, sj[2] = {scale * sa.x, scale * sa.y},
                     rj[2] = {rv.x, rv.y}, qj[2] = {scale * qv.x, scale * qv.y};
 #pragma unroll
         for (int j = 0; j < 2; j++)
 #pragma unroll
-          for (int u = 0; u < 8; u++)
-            dH[g][j][u] = k[j] * dH[g][j][u] + sj[j] * x[u] + rj[j] * y[u] + qj[j] * z[u];
+          for (int u = 0; u < 8; u += 2) {  // e23_bwd_tc's dh_through, a pair of units at a time
+            const float2 v = dh_through(make_float2(dH[g][j][u], dH[g][j][u + 1]), aj[j], sj[j],
+                                        rj[j], qj[j], make_float2(x[u], x[u + 1]),
+                                        make_float2(z[u], z[u + 1]), make_float2(y[u], y[u + 1]));
+            dH[g][j][u] = v.x, dH[g][j][u + 1] = v.y;
+          }
       }
       __syncthreads();
       if (act) {

@@ -142,6 +142,21 @@ __device__ __forceinline__ void softmax_back(const float *part, int bg, int g, i
   }
 }
 
+// The inverted walk's bound: `most` (the thread's largest 1 / (1 - a) of the step, >= 1) made the
+// CTA's through mx [NW] (a barrier; alike in every thread after it), its log2 added to `grown`;
+// returns whether the bound passed 2^kInvBits (also where a = 1: inf), so the step's tape must be
+// replayed exactly.
+template <int NW>
+__device__ __forceinline__ bool inv_bound_passed(float most, float *mx, float &grown, int warp,
+                                                 int lane) {
+  most = warp_max(most);
+  if (lane == 0) mx[warp] = most;
+  __syncthreads();
+  for (int w = 0; w < NW; w++) most = fmaxf(most, mx[w]);
+  grown += log2f(most);
+  return !(grown <= kInvBits);
+}
+
 // dH[i]'s value v through the step, (1 - a_i) v + scale (da_i hc + dr_i hp) + r_i dp: its
 // slot's a_i in ai, scale da_i in si, r_i in ri and scale dr_i in qi (h_t hc, h_{t-1} hp, dpre dp).
 __device__ __forceinline__ float2 dh_through(float2 v, float ai, float si, float ri, float qi,
@@ -623,12 +638,7 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_bwd_tc(P23<T> p) {
           ia[k] = 1.f / (1.f - av);
           most = fmaxf(most, ia[k]);
         }
-        most = warp_max(most);
-        if (lane == 0) mx[warp] = most;
-        __syncthreads();
-        for (int w = 0; w < NW; w++) most = fmaxf(most, mx[w]);  // alike in every thread
-        grown += log2f(most);
-        exact = !(grown <= kInvBits);  // also where a = 1 (inf)
+        exact = inv_bound_passed<NW>(most, mx, grown, warp, lane);
         if (exact) replay_pair(kseg, s), grown = 0.f;
       }
       T hraw[2] = {};  // h_{t-1}, needed last: converted there, so the load's latency hides
