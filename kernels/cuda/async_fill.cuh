@@ -31,11 +31,14 @@ template <int NB> struct AsyncFills {
     }
   }
 
-  // Waits for buffer b's fill, then re-arms its mbarrier for the next one.
-  __device__ void wait(int b) {
+  // Waits for buffer b's fill, then thread 0 re-arms its mbarrier for the next one.
+  __device__ void wait(int b) { wait(b, threadIdx.x == 0); }
+  // The same where the buffer's waiters need not include thread 0: `arm` marks the one thread
+  // that re-arms.
+  __device__ void wait(int b, bool arm) {
     mbar_wait(of(b), (phase >> b) & 1u);
     phase ^= 1u << b;
-    if (threadIdx.x == 0) mbar_arrive_expect_tx(of(b), tx);
+    if (arm) mbar_arrive_expect_tx(of(b), tx);
   }
 };
 

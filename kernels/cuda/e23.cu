@@ -762,17 +762,17 @@ __device__ void init_tape(const P23<T> &p, float *tape, int LT, int64_t gb, int6
 
 // The tensor-core forwards' (e23_fwd_tc, cuda/e23_fwd_rt.cuh's e23_fwd_rt) exchanges at the
 // mbarriers `bars`: hx, h_t into state buffer (t + 1) & 1 of every CTA (the group's real rows),
-// and px, a step's partial scores into part (every CTA's bg x (N + 1)); and the CTA's h (h0 at
-// its units, or zeros) and w (zeros), hl and wl [bg][R]. A cluster barrier must follow before any
-// CTA sends.
+// and px, a step's scores (px_bytes of them; e23_fwd_tc: every CTA's bg x (N + 1) partials); and
+// the CTA's h (h0 at its units, or zeros) and w (zeros), hl and wl [bg][R]. A cluster barrier must
+// follow before any CTA sends.
 template <typename S, typename T>
 __device__ void init_forward(const P23<T> &p, AsyncFills<2> &hx, AsyncFills<1> &px,
-                             unsigned char *bars, int cs, int64_t gb, int64_t r0, float *hl,
-                             float *wl) {
+                             unsigned char *bars, int64_t gb, int64_t r0, float *hl, float *wl,
+                             uint32_t px_bytes) {
   constexpr int R = S::R;
   const int64_t bg = p.bg, B = p.B;
   hx.init(bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes));
-  px.init(bars + 16, (uint32_t)(cs * bg * (p.N + 1) * (int64_t)sizeof(float)));
+  px.init(bars + 16, px_bytes);
   for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
     const int64_t bi = gb + k / R;
     hl[k] = p.h0 && bi < B ? load(p.h0 + bi * S::D + r0 + k % R) : 0.f;
@@ -814,7 +814,8 @@ __global__ void __launch_bounds__(NW * 32, 1) e23_fwd_tc(P23<T> p) {
   __syncthreads();
   AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1
   AsyncFills<1> px;  // a step's partial scores into part
-  init_forward<S>(p, hx, px, tc_smem + l.bars, cs, gb, r0, hl, wl);
+  init_forward<S>(p, hx, px, tc_smem + l.bars, gb, r0, hl, wl,
+                  (uint32_t)(cs * bg * (N + 1) * (int64_t)sizeof(float)));
   init_tape<T, R>(p, tape, (int)LT, gb, r0);
   // The slot split (slot_split): the tape's write and read over the N slots at a column pair
   // would leave all but bg R / 2 threads waiting at the next barrier. Thread (sp, pq) takes pair

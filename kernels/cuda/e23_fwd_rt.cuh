@@ -9,22 +9,24 @@
 // fragments: both slices stay in shared memory as scaled f16 and every step loads the A
 // fragments from there (tc::Step::product_from; ~390 cycles more a product,
 // scripts/bench/e23_product_ldmatrix.cu). B = 64 N = 64: 4.50 -> 3.50 us a step (docs/PERF.md,
-// session 27).
+// session 27); the scores' exchange in two rounds (a reduce-scatter, then an all-gather): 3.37
+// (session 29).
 //
 // Thread tid: tape row tn = tid / 64 of the group (threads of rows >= bg hold nothing), half =
 // tid / 32 % 2, lane = 8 sg + ug: slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the
-// CTA's R. The finishing threads are e23_fwd_tc's pairs (the first bg R / 2 threads); the
-// attention weights, the trace and both exchanges are e23_fwd_tc's.
+// CTA's R. The finishing threads are e23_fwd_tc's pairs (the first bg R / 2 threads); h_t's
+// exchange and the trace are e23_fwd_tc's.
 
 constexpr int kRtRows = 5, kRtThreads = 64 * kRtRows, kRtN = 64, kRtR = 64;
 using RtStep = tc::Step<__half, 2, 4, 8, tc::kSingle>;  // R = 64 rows of d = 512, 8 CTAs
 
 // Shared memory after the state buffers: red (RtStep's, right after them), the two weight slices
-// [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the partial scores
-// part [cs][bg][N + 1], r and a [bg][N], the CTA's h and w [bg][R], the halves' partial reads up
-// [2][bg][R], and three mbarriers.
+// [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the partial scores of
+// the slot groups the CTA sums part [cs][2][32], the scores sc [bg][N], the CTAs' partial w . h
+// qpart [cs][bg], r and a [bg][N], the CTA's h and w [bg][R], the halves' partial reads up
+// [2][bg][R], and four mbarriers.
 struct RtLay {
-  size_t red, wh, ww, part, rbuf, abuf, hl, wl, up, bars, total;
+  size_t red, wh, ww, part, sc, qpart, rbuf, abuf, hl, wl, up, bars, total;
 };
 __host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
   RtLay l{};
@@ -33,13 +35,15 @@ __host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
   l.red = take((size_t)8 * 8 * tc::ldr(kRtR) * sizeof(float));
   l.wh = take((size_t)kRtR * (d + 8) * 2);
   l.ww = take((size_t)kRtR * (d + 8) * 2);
-  l.part = take((size_t)cs * kRtRows * (kRtN + 1) * sizeof(float));
+  l.part = take((size_t)cs * 2 * 32 * sizeof(float));
+  l.sc = take((size_t)kRtRows * kRtN * sizeof(float));
+  l.qpart = take((size_t)cs * kRtRows * sizeof(float));
   l.rbuf = take((size_t)kRtRows * kRtN * sizeof(float));
   l.abuf = take((size_t)kRtRows * kRtN * sizeof(float));
   l.hl = take((size_t)kRtRows * kRtR * sizeof(float));
   l.wl = take((size_t)kRtRows * kRtR * sizeof(float));
   l.up = take((size_t)2 * kRtRows * kRtR * sizeof(float));
-  l.bars = take(3 * 8);
+  l.bars = take(4 * 8);
   l.total = cv.at;
   return l;
 }
@@ -116,6 +120,48 @@ __device__ __forceinline__ void store_block(T *dst, const float (&X)[J][8], int6
   }
 }
 
+// The slot groups (a warp's 32 slots of a batch row) whose partial scores CTA `rank` sums: groups
+// rank and rank + 8 of the 2 bg.
+__device__ __forceinline__ int rt_owned(int rank, int64_t bg) {
+  return max(0, min(2, ((int)(2 * bg) - rank + 7) / 8));
+}
+
+// The attention weights of batch row g as attend_lanes (one warp, slot lane + 32 k in register
+// k, base 2), from the summed scores sc [bg][N] and for a step the CTAs' partial w . h, qpart
+// [CS][bg] (in the same order as attend_lanes adds them: the same values); into r and a, and
+// where given into the trace's ta and tr too.
+template <int CS>
+__device__ void rt_attend(const float *sc, const float *qpart, int bg, int g, float scale2,
+                          bool step, int lane, float *r, float *a, float *ta, float *tr) {
+  constexpr int K = kRtN / 32;
+  float x[K], p[K];
+#pragma unroll
+  for (int k = 0; k < K; k++) x[k] = sc[g * kRtN + lane + 32 * k] * scale2;
+  lanes_softmax<K>(x, p, kRtN, lane);
+  if (step) {
+    float q = 0.f, rn[K];
+#pragma unroll
+    for (int c = 0; c < CS; c++) q += qpart[c * bg + g];
+    q *= scale2;
+#pragma unroll
+    for (int k = 0; k < K; k++) x[k] = (1.f - p[k]) * x[k] + p[k] * q;
+    lanes_softmax<K>(x, rn, kRtN, lane);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int i = lane + 32 * k;
+      a[i] = p[k], r[i] = rn[k];
+      if (ta) ta[i] = p[k];
+      if (tr) tr[i] = rn[k];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      r[lane + 32 * k] = p[k];
+      if (tr) tr[lane + 32 * k] = p[k];
+    }
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   using S = RtStep;
@@ -130,6 +176,8 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   __half *Wh = reinterpret_cast<__half *>(rt_smem + l.wh);
   __half *Ww = reinterpret_cast<__half *>(rt_smem + l.ww);
   float *part = reinterpret_cast<float *>(rt_smem + l.part);
+  float *sc = reinterpret_cast<float *>(rt_smem + l.sc);
+  float *qpart = reinterpret_cast<float *>(rt_smem + l.qpart);
   float *rbuf = reinterpret_cast<float *>(rt_smem + l.rbuf);
   float *abuf = reinterpret_cast<float *>(rt_smem + l.abuf);
   float *hl = reinterpret_cast<float *>(rt_smem + l.hl);
@@ -144,9 +192,18 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
   AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1
-  AsyncFills<1> px;  // a step's partial scores into part
-  init_forward<S>(p, hx, px, rt_smem + l.bars, cs, gb, r0, hl, wl);
+  AsyncFills<1> px;  // a step's scores into sc and its partial w . h into qpart
+  AsyncFills<1> rs;  // the partial scores of the CTA's slot groups into part
+  init_forward<S>(p, hx, px, rt_smem + l.bars, gb, r0, hl, wl,
+                  (uint32_t)((bg * N + cs * bg) * (int64_t)sizeof(float)));
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // The scores' exchange is a reduce-scatter, then an all-gather: slot group gi = 2 row + half
+  // (a warp's 32 slots) is summed by CTA gi % 8 (the 10 groups of 5 rows: CTAs 0 and 1 take two),
+  // where the warps past the products add the CTAs' partials and send the sums to every CTA. Each
+  // CTA sends 1 store a slot instead of cs, and the bytes (not the latency) set this exchange's
+  // time: 5 x 65 floats from each of 8 CTAs to all took ~1 280 cycles, 5 floats ~290
+  // (scripts/bench/dsmem_send_patterns.cu).
+  rs.init(rt_smem + l.bars + 24, (uint32_t)(cs * rt_owned(rank, bg) * 32 * (int64_t)sizeof(float)));
   // the thread's tape block: row tn, slots s0 + j, units u0 + u
   const int tn = tid / 64, half = warp & 1, sg = lane >> 3, ug = lane & 7, s0 = 32 * half + 8 * sg,
             u0 = 8 * ug;
@@ -175,7 +232,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   const int pairs = (int)bg * (R / 2), n = tid / (R / 2), r = 2 * (tid % (R / 2));
   const bool fin = tid < pairs && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
-  const float scale = 1.f / sqrtf((float)d);
+  const float scale2 = (1.f / sqrtf((float)d)) * 1.44269504088896340736f;  // as attend_lanes
   float bias[2] = {};
   T xr[2] = {};  // step t's xw as loaded: converted after the product, so the load overlaps it
   auto fetch = [&](int64_t t) {
@@ -187,10 +244,10 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     fetch(0);
   }
   float wr[8] = {};  // w_t at the thread's units (the write's)
-  // This CTA's partial scores H h of the thread's batch row (and for a step slot N, w . h) into
-  // every CTA's part: the thread's 8 slots' dots over its 8 units, reduce-scattered over the 8
-  // unit groups so lane ug holds slot s0 + ug (a warp's lanes: consecutive slots). A step's as
-  // st_async stores counted by px, the initial ones before a cluster barrier.
+  // This CTA's partial scores H h of the thread's batch row into the part of the CTA that sums
+  // the warp's slot group, and w . h into every CTA's qpart (0 before the first step): the
+  // thread's 8 slots' dots over its 8 units, reduce-scattered over the 8 unit groups so lane ug
+  // holds slot s0 + ug (a warp's lanes: consecutive slots).
   auto scores = [&](bool step) {
     if (!trow) return;  // (whole warps)
     float h[8], v[8];
@@ -205,22 +262,34 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     fold<4>(v, ug & 4, 4);
     fold<2>(v, ug & 2, 2);
     fold<1>(v, ug & 1, 1);
-    float *at = part + (rank * bg + tn) * (N + 1);
-    if (step) {
-      q = warp_sum(q, 8);
-      put_all_async<S::CS>(at + s0 + ug, v[0], px.of(0));
-      if (half == 0 && lane == 0) put_all_async<S::CS>(at + N, q, px.of(0));
-    } else {
-      put_all<true>(at + s0 + ug, v[0], cs);
-    }
+    const int gi = 2 * tn + half;
+    put_some_async<S::CS, S::CS>(part + (rank * 2 + gi / 8) * 32 + lane, v[0], rs.of(0), gi % 8);
+    q = warp_sum(q, 8);
+    if (half == 0 && lane == 0) put_all_async<S::CS>(qpart + rank * bg + tn, q, px.of(0));
   };
-  // The weights of step t into the trace (cpu/e23.h): a_t and the next read weights r_{t+1} (t =
-  // -1: r_0 alone), by rank 0's last threads after the barrier.
+  // The CTA's slot groups (warp 8 + m: group rank + 8 m): the CTAs' partials added in rank order
+  // (as attend_lanes added them), the sums into every CTA's sc.
+  auto gather = [&]() {
+    const int m = warp - 8;
+    if (m < 0 || m >= rt_owned(rank, bg)) return;
+    rs.wait(0, tid == 256);
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < S::CS; q++) v += part[(q * 2 + m) * 32 + lane];
+    const int gi = rank + 8 * m;
+    put_all_async<S::CS>(sc + (gi / 2) * N + 32 * (gi % 2) + lane, v, px.of(0));
+  };
+  // Step t's weights, rank 0's also into the trace (cpu/e23.h): a_t and the next read weights
+  // r_{t+1} (t = -1: r_0 alone).
   auto attend = [&](int64_t t) {
-    for (int g = warp; g < bg; g += kRtThreads / 32)
-      attend_fast<S::CS>(part, (int)bg, g, N, scale, t >= 0, lane, rbuf + g * N, abuf + g * N);
+    for (int g = warp; g < bg; g += kRtThreads / 32) {
+      float *row = rank == 0 && gb + g < B ? p.ckpt + (gb + g) * p.ck_len : nullptr;
+      float *ta = row && t >= 0 ? row + p.ck_a + t * N : nullptr;
+      float *tr = row && t + 1 < p.nt ? row + p.ck_r + (t + 1) * N : nullptr;
+      rt_attend<S::CS>(sc, qpart, (int)bg, g, scale2, t >= 0, lane, rbuf + g * N, abuf + g * N,
+                       ta, tr);
+    }
     __syncthreads();
-    if (rank == 0) trace_weights(p, abuf, rbuf, gb, bg, t, blockDim.x - 1 - threadIdx.x);
   };
   // The block's part of the next read u = sum_i r_i H_new[i] after step t's attention weights
   // (t = -1: r_0 alone, from tape0), from the tape before step t's write: H_new[i] = (1 - a_i)
@@ -264,14 +333,19 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   };
   sync_all<true>();  // every CTA started and initialized before the first remote store
   scores(false);
-  sync_all<true>();
   sh.product_from(0, Wh, (unsigned)LW);  // step 0's W_h h0; attend's barrier ends it
+  gather();
+  px.wait(0);
   attend(-1);
   read_next(false);
   int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
   int64_t write_seg = -1;  // the write of step t - 1, due at step t: its checkpoint (0: none)
-  // A step as e23_fwd_tc's (the same exchanges and the same reasons why no CTA refills a buffer
-  // another still reads), with the tape's work as above.
+  // A step as e23_fwd_tc's, with the tape's work as above and the scores' exchange in two rounds.
+  // Why no CTA refills a buffer another still reads: CTA X sends step t + 1's partial scores
+  // (part) and w . h (qpart) after waiting for every CTA's h_{t+1}, which each sends after its
+  // step t attention weights (which read sc and qpart), so after its gather (which read part); X
+  // sends the sums of step t + 1 (sc) once every CTA's partials of step t + 1 arrived. The state
+  // buffers as e23_fwd_tc's.
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
     __syncthreads();  // the halves' partial reads in up
@@ -304,6 +378,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     __syncthreads();
     scores(true);
     if (t + 1 < p.nt) sh.product_from(buf ^ 1, Wh, (unsigned)LW);
+    gather();
     px.wait(0);
     attend(t);
     read_next(true);
