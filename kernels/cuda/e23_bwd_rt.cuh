@@ -1,14 +1,15 @@
 // The E23 backward with the tape and its gradient in registers, e23_bwd_rt (included by cuda/e23.cu
-// after e23_bwd_tc, whose exchanges, softmax gradients and inverted walk it shares): B = 64 N = 64's
-// plan, the shape of e23_fwd_rt (d = 512 on clusters of 8 CTAs of R = 64 units, N = 64 slots,
-// 5 batch rows a cluster). There e23_bwd_tc keeps the tape and dH in shared memory (160 KB a CTA)
-// and its four slot loops over them, on the 5 warps that hold the rows' pairs, took ~16 000 of
-// the step's ~22 600 cycles (docs/PERF.md, session 24). Here every thread holds a block of every
-// batch row's tape H and of dH as floats (160 registers): the sums over units (da, dr) are
-// reduce-scatters by shuffles, those over slots (dw, the two reads back) too within a warp and
+// after e23_bwd_tc, whose dw and dpre exchanges, softmax gradients and inverted walk it shares):
+// B = 64 N = 64's plan, the shape of e23_fwd_rt (d = 512 on clusters of 8 CTAs of R = 64 units,
+// N = 64 slots, 5 batch rows a cluster). There e23_bwd_tc keeps the tape and dH in shared memory
+// (160 KB a CTA) and its four slot loops over them, on the 5 warps that hold the rows' pairs, took
+// ~16 000 of the step's ~22 600 cycles (docs/PERF.md, session 24). Here every thread holds a block
+// of every batch row's tape H and of dH as floats (160 registers): the sums over units (da, dr)
+// are reduce-scatters by shuffles, those over slots (dw, the two reads back) too within a warp and
 // then through shared memory. Both weight slices stay in shared memory (bf16, exact) and every
 // product loads its A fragments from there (tc::Step::product_from). B = 64 N = 64: 12.0 -> 8.6
-// us a step (docs/PERF.md, session 28).
+// us a step (docs/PERF.md, session 28); the sums over units as a reduce-scatter and an all-gather
+// (as e23_fwd_rt's scores): 8.56 (session 29).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
@@ -26,15 +27,18 @@
 constexpr int kBrThreads = 256, kBrEntries = kRtRows * kRtN, kBrWarps = kBrThreads / 32;
 using BrStep = tc::Step<__nv_bfloat16, 2, 4, 8, tc::kHiLo, kInvRows>;  // R = 64 rows of d = 512
 static_assert(kRtN == kRtR && kBrEntries <= 2 * kBrThreads, "two entries of the trace a thread");
+static_assert(kBrWarps == BrStep::CS, "warp w's slot group summed by CTA w");
 
 // Shared memory: BrStep's state buffers (planes kInvRows rows apart), red, the transposed weight
 // slices [R][d + 8] bf16 (rows padded: the fragment loads free of bank conflicts), the partial
-// sums part1 (da) and part2 (dr) [cs][bg][N], the step's a, r, 1 / (1 - a) and the softmax
+// sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and part2
+// [bg][N], the step's a, r, 1 / (1 - a) and the softmax
 // gradients dsa, dsr [bg][N], w_t and dpre at the CTA's units [bg][R], h_t and h_{t-1} there
 // hh [2][bg][R] (by step parity), the warps' partial sums over slots up [8][bg][R], the warps'
 // largest 1 / (1 - a) mx, and four mbarriers. 32-byte aligned pieces (wmma pointers).
 struct BrLay {
-  size_t red, wh, ww, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, bars, total;
+  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, bars;
+  size_t total;
 };
 __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   BrLay l{};
@@ -44,12 +48,14 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   l.red = take((size_t)8 * 8 * tc::ldr(kRtR) * f);
   l.wh = take((size_t)kRtR * (d + 8) * 2);
   l.ww = take((size_t)kRtR * (d + 8) * 2);
-  l.part1 = take(cs * row);
-  l.part2 = take(cs * row);
+  l.gp1 = take(cs * kRtRows * 8 * f);
+  l.gp2 = take(cs * kRtRows * 8 * f);
+  l.part1 = take(row);
+  l.part2 = take(row);
   l.as = take(row), l.rs = take(row), l.ia = take(row), l.dsa = take(row), l.dsr = take(row);
   l.wl = take(row), l.dpl = take(row), l.hh = take(2 * row), l.up = take(kBrWarps * row);
   l.mx = take(kBrWarps * f);
-  l.bars = take(4 * 8);
+  l.bars = take(6 * 8);
   l.total = cv.at;
   return l;
 }
@@ -66,11 +72,12 @@ __device__ __forceinline__ void slot_sums(const float (&X)[2][8], float c0, floa
   *reinterpret_cast<float2 *>(up + 4 * (sg >> 1) + 2 * (sg & 1)) = make_float2(v[0], v[1]);
 }
 // The partial sums over the CTA's units of every row's 2 slots (v[2 g + j]; the thread's 8 units
-// summed) reduce-scattered over the 8 unit groups and sent to every CTA's part (row g slot j at
-// part[g N + j]; counted on bar): lane ug sends row ug / 2's slot ug % 2, lanes 0 and 1 row 4's.
+// summed) reduce-scattered over the 8 unit groups and sent to the CTA that sums the warp's slot
+// group, CTA `to` (row g slot j at gp[8 g + j]; counted on bar): lane ug sends row ug / 2's slot
+// ug % 2, lanes 0 and 1 row 4's. The warp's lanes all store to that one CTA.
 template <int CS>
-__device__ __forceinline__ void unit_sums_send(float (&v)[2 * kRtRows], float *part, uint32_t bar,
-                                               int ug) {
+__device__ __forceinline__ void unit_sums_send(float (&v)[2 * kRtRows], float *gp, uint32_t bar,
+                                               int ug, int to) {
   static_assert(kRtRows == 5, "rows 0-3 scattered over the 8 lanes, row 4 summed");
   float x[8] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}, y[2] = {v[8], v[9]};
   fold<4>(x, ug & 4, 4);
@@ -79,8 +86,8 @@ __device__ __forceinline__ void unit_sums_send(float (&v)[2 * kRtRows], float *p
   fold<1>(y, ug & 1, 1);
   y[0] += __shfl_xor_sync(0xffffffffu, y[0], 2);
   y[0] += __shfl_xor_sync(0xffffffffu, y[0], 4);
-  put_all_async<CS>(part + (ug >> 1) * kRtN + (ug & 1), x[0], bar);
-  if (ug < 2) put_all_async<CS>(part + 4 * kRtN + ug, y[0], bar);
+  put_some_async<CS, CS>(gp + (ug >> 1) * 8 + (ug & 1), x[0], bar, to);
+  if (ug < 2) put_some_async<CS, CS>(gp + 4 * 8 + ug, y[0], bar, to);
 }
 
 template <typename T>
@@ -95,9 +102,10 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   const int C = (int)p.C;
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
   const int64_t K = (nt + C - 1) / C;
-  const BrLay l = br_layout(d, cs);
+  const BrLay l = br_layout(d, CS);
   auto sm = [&](size_t at) { return reinterpret_cast<float *>(br_smem + at); };
-  float *part1 = sm(l.part1), *part2 = sm(l.part2), *as = sm(l.as), *rs = sm(l.rs);
+  float *gp1 = sm(l.gp1), *gp2 = sm(l.gp2), *part1 = sm(l.part1), *part2 = sm(l.part2);
+  float *as = sm(l.as), *rs = sm(l.rs);
   float *ia = sm(l.ia), *dsa = sm(l.dsa), *dsr = sm(l.dsr), *wl = sm(l.wl), *dpl = sm(l.dpl);
   float *hh = sm(l.hh), *up = sm(l.up), *mx = sm(l.mx);
   T *Wh = reinterpret_cast<T *>(br_smem + l.wh), *Ww = reinterpret_cast<T *>(br_smem + l.ww);
@@ -106,11 +114,16 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   tc::stage_slice(Wh, p.Wh, d, r0, R, true, LW);
   tc::stage_slice(Ww, p.Ww, d, r0, R, true, LW);
   sh.init_state((const T *)nullptr, gb, bg, B);
-  // sx: dw / dpre into state buffer 0 / 1 (hi and lo of the group's real rows); dx: the partial
-  // da / dr, every CTA's bg x N, into part1 / part2
-  AsyncFills<2> sx, dx;
+  // sx: dw / dpre into state buffer 0 / 1 (hi and lo of the group's real rows); gx: the partial
+  // da / dr of the CTA's slot group, every CTA's bg x 8, into gp1 / gp2; dx: their sums, every
+  // slot group's, into part1 / part2. The sums over units are a reduce-scatter, then an
+  // all-gather: warp w's slots 8 w .. 8 w + 7 are CTA w's group, and the warps without pairs add
+  // the CTAs' partials of the CTA's group and send the sums to every CTA (1 store a value instead
+  // of cs; the bytes set an exchange's time: scripts/bench/dsmem_send_patterns.cu).
+  AsyncFills<2> sx, gx, dx;
   sx.init(br_smem + l.bars, (uint32_t)(2 * min((int64_t)bg, B - gb) * d * (int64_t)sizeof(T)));
-  dx.init(br_smem + l.bars + 16, (uint32_t)(cs * SL * (int)sizeof(float)));
+  dx.init(br_smem + l.bars + 16, (uint32_t)(SL * (int)sizeof(float)));
+  gx.init(br_smem + l.bars + 32, (uint32_t)(cs * bg * 8 * (int)sizeof(float)));
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, sg = lane >> 3, ug = lane & 7;
   const int s0 = 8 * warp + 2 * sg, u0 = 8 * ug;  // the thread's slots and units
   // the pair threads: units (r, r + 1) of batch row n
@@ -194,11 +207,24 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     return make_float2(v[0].x + v[1].x, v[0].y + v[1].y);
   };
   float *upw = up + warp * SL + u0;  // the warp's partial sums, at the lane's units
+  // Exchange b's sums of the CTA's slot group (the threads past the pairs', one a row and slot):
+  // the CTAs' partials in gp added in rank order (as softmax_back adds them), the sums into every
+  // CTA's part.
+  constexpr int kGather = bg * (R / 2);  // the first thread past the pairs
+  auto gather = [&](int b, const float *gp, float *part) {
+    const int k = tid - kGather;
+    if (k < 0 || k >= bg * 8) return;
+    gx.wait(b, k == 0);
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < CS; q++) v += gp[q * bg * 8 + k];
+    put_all_async<CS>(part + (k >> 3) * N + 8 * rank + (k & 7), v, dx.of(b));
+  };
   // Back through the softmax of exchange b (probabilities w, gradients into out) and the product of
   // state buffer b with the slice Wp, then a barrier.
   auto through = [&](int b, const float *part, const float *w, float *out, S &st, const T *Wp) {
     dx.wait(b);
-    if (warp < bg) softmax_back<CS>(part, bg, warp, N, w + warp * N, lane, out + warp * N);
+    if (warp < bg) softmax_back<1>(part, bg, warp, N, w + warp * N, lane, out + warp * N);
     sx.wait(b);
     st.product_from(b, Wp, (unsigned)LW);
     __syncthreads();
@@ -206,7 +232,11 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   auto pair2 = [&](const float *x, int g) { return *reinterpret_cast<const float2 *>(x + g * N + s0); };
   // The exchanges as e23_bwd_tc's walk (why no CTA refills a buffer another still reads is argued
   // there): dw into state buffer 0 and da into part1 after the step's first loop, dpre into
-  // buffer 1 and dr into part2 after its third.
+  // buffer 1 and dr into part2 after its third. da and dr go through gp1 and gp2 first: CTA X
+  // sends the next step's partials into CTA Y's gp after its own wait for every CTA's sums of this
+  // step's (dx), which Y sent after reading gp; and the next step's sums into Y's part after every
+  // CTA's next partials arrived, each sent after that CTA's barrier past its softmax gradient,
+  // which read part.
   float grown = 0.f;
   for (int64_t kseg = K - 1; kseg >= 0; kseg--) {
     const int64_t t0 = kseg * C;
@@ -256,9 +286,10 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
           }
           slot_sums(dH[g], a.x, a.y, upw + g * R, sg);
         }
-        unit_sums_send<CS>(v, part1 + rank * SL + s0, dx.of(0), ug);
+        unit_sums_send<CS>(v, gp1 + rank * bg * 8 + 2 * sg, gx.of(0), ug, warp);
       }
       __syncthreads();
+      gather(0, gp1, part1);
       if (fin) {
         const float2 dw = warps_sum();
         sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
@@ -301,8 +332,9 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
             v[2 * g + j] = x;
           }
         }
-        unit_sums_send<CS>(v, part2 + rank * SL + s0, dx.of(1), ug);
+        unit_sums_send<CS>(v, gp2 + rank * bg * 8 + 2 * sg, gx.of(1), ug, warp);
       }
+      gather(1, gp2, part2);
       h_store(hp, hraw);
       if (t >= 1) trace_step(t - 1);
       through(1, part2, rs, dsr, sh, Wh);  // r = softmax(scale H h_{t-1}), W_h
