@@ -9,8 +9,8 @@
 // fragments: both slices stay in shared memory as scaled f16 and every step loads the A
 // fragments from there (tc::Step::product_from; ~390 cycles more a product,
 // scripts/bench/e23_product_ldmatrix.cu). B = 64 N = 64: 4.50 -> 3.50 us a step (docs/PERF.md,
-// session 27); the scores' exchange in two rounds (a reduce-scatter, then an all-gather): 3.37
-// (session 29).
+// session 27); the scores' exchange in two rounds (a reduce-scatter, then an all-gather), the
+// products' partial sums apart: 3.29 (session 29).
 //
 // Thread tid: tape row tn = tid / 64 of the group (threads of rows >= bg hold nothing), half =
 // tid / 32 % 2, lane = 8 sg + ug: slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the
@@ -20,19 +20,22 @@
 constexpr int kRtRows = 5, kRtThreads = 64 * kRtRows, kRtN = 64, kRtR = 64;
 using RtStep = tc::Step<__half, 2, 4, 8, tc::kSingle>;  // R = 64 rows of d = 512, 8 CTAs
 
-// Shared memory after the state buffers: red (RtStep's, right after them), the two weight slices
+// Shared memory after the state buffers: red (RtStep's, right after them; W_h's product), red2
+// (W_write's: the two products' partial sums apart, so W_h's needs no barrier after w), the two
+// weight slices
 // [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the partial scores of
 // the slot groups the CTA sums part [cs][2][32], the scores sc [bg][N], the CTAs' partial w . h
 // qpart [cs][bg], r and a [bg][N], the CTA's h and w [bg][R], the halves' partial reads up
 // [2][bg][R], and four mbarriers.
 struct RtLay {
-  size_t red, wh, ww, part, sc, qpart, rbuf, abuf, hl, wl, up, bars, total;
+  size_t red, red2, wh, ww, part, sc, qpart, rbuf, abuf, hl, wl, up, bars, total;
 };
 __host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
   RtLay l{};
   Carve cv{tc::hb_bytes(d)};
   auto take = [&](size_t bytes) { return cv.take(bytes); };
   l.red = take((size_t)8 * 8 * tc::ldr(kRtR) * sizeof(float));
+  l.red2 = take((size_t)8 * 8 * tc::ldr(kRtR) * sizeof(float));
   l.wh = take((size_t)kRtR * (d + 8) * 2);
   l.ww = take((size_t)kRtR * (d + 8) * 2);
   l.part = take((size_t)cs * 2 * 32 * sizeof(float));
@@ -185,7 +188,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   float *up = reinterpret_cast<float *>(rt_smem + l.up);
   // prologue: both slices as scaled f16 (the state buffers are the conversion's scratch, so
   // before init_state), the state, the tape
-  S sh(rt_smem), sw(rt_smem);
+  S sh(rt_smem), sw(rt_smem, reinterpret_cast<float *>(rt_smem + l.red2));
   float *scratch = reinterpret_cast<float *>(rt_smem);
   const float uh = rt_stage(Wh, p.Wh, d, r0, scratch);  // W_h's products are scaled back by uh
   const float uw = rt_stage(Ww, p.Ww, d, r0, scratch);  // W_write's by uw
@@ -233,7 +236,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   const bool fin = tid < pairs && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
   const float scale2 = (1.f / sqrtf((float)d)) * 1.44269504088896340736f;  // as attend_lanes
-  float bias[2] = {};
+  float bias[2] = {}, hv[2] = {};  // b; h_t at (c, c + 1)
   T xr[2] = {};  // step t's xw as loaded: converted after the product, so the load overlaps it
   auto fetch = [&](int64_t t) {
 #pragma unroll
@@ -243,29 +246,25 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     bias[0] = load(p.b + c), bias[1] = load(p.b + c + 1);
     fetch(0);
   }
-  float wr[8] = {};  // w_t at the thread's units (the write's)
   // This CTA's partial scores H h of the thread's batch row into the part of the CTA that sums
-  // the warp's slot group, and w . h into every CTA's qpart (0 before the first step): the
-  // thread's 8 slots' dots over its 8 units, reduce-scattered over the 8 unit groups so lane ug
-  // holds slot s0 + ug (a warp's lanes: consecutive slots).
-  auto scores = [&](bool step) {
+  // the warp's slot group: the thread's 8 slots' dots over its 8 units, reduce-scattered over the
+  // 8 unit groups so lane ug holds slot s0 + ug (a warp's lanes: consecutive slots).
+  auto scores = [&]() {
     if (!trow) return;  // (whole warps)
     float h[8], v[8];
     load8(h, hl + tn * R + u0);
     block_dots(H, h, v);
-    float q = 0.f;  // w . h over the thread's units
-    if (step) {
-      load8(wr, wl + tn * R + u0);
-#pragma unroll
-      for (int u = 0; u < 8; u++) q += wr[u] * h[u];
-    }
     fold<4>(v, ug & 4, 4);
     fold<2>(v, ug & 2, 2);
     fold<1>(v, ug & 1, 1);
     const int gi = 2 * tn + half;
     put_some_async<S::CS, S::CS>(part + (rank * 2 + gi / 8) * 32 + lane, v[0], rs.of(0), gi % 8);
-    q = warp_sum(q, 8);
-    if (half == 0 && lane == 0) put_all_async<S::CS>(qpart + rank * bg + tn, q, px.of(0));
+  };
+  // The CTA's partial w . h of row n (warp n's: the finishing threads' w_t . h_t; 0 before the
+  // first step) into every CTA's qpart.
+  auto send_q = [&](float q) {
+    q = warp_sum(q);
+    if (lane == 0) put_all_async<S::CS>(qpart + rank * bg + n, q, px.of(0));
   };
   // The CTA's slot groups (warp 8 + m: group rank + 8 m): the CTAs' partials added in rank order
   // (as attend_lanes added them), the sums into every CTA's sc.
@@ -298,12 +297,12 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   // finishing threads add the two halves after the barrier that starts the next step. The write
   // itself waits (write_step) until that barrier: the next h_t needs only u, so the write leaves
   // the step's chain for the wait for h_t's exchange.
-  float ap[8] = {};  // a_t of the thread's slots, for the write
+  float ap[8] = {}, wr[8] = {};  // a_t of the thread's slots, w_t at its units: for the write
   auto read_next = [&](bool step) {
     if (!trow) return;
     float rr[8], v[8] = {}, e = 0.f;
     load8(rr, rbuf + tn * N + s0);
-    if (step) load8(ap, abuf + tn * N + s0);
+    if (step) load8(ap, abuf + tn * N + s0), load8(wr, wl + tn * R + u0);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
       const float cj = step ? rr[j] * (1.f - ap[j]) : rr[j];
@@ -332,7 +331,8 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
       for (int j = 0; j < 8; j++) store8(ckrow + (seg * N + s0 + j) * d, H[j], c16);
   };
   sync_all<true>();  // every CTA started and initialized before the first remote store
-  scores(false);
+  scores();
+  if (tid < pairs) send_q(0.f);
   sh.product_from(0, Wh, (unsigned)LW);  // step 0's W_h h0; attend's barrier ends it
   gather();
   px.wait(0);
@@ -353,30 +353,34 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
       const float2 s = sh.sum(n, r);
       const float2 ua = *reinterpret_cast<const float2 *>(up + n * R + r);
       const float2 ub = *reinterpret_cast<const float2 *>(up + (kRtRows + n) * R + r);
-      const float h[2] = {tanhf(s.x * uh + load(&xr[0]) + bias[0] + (ua.x + ub.x)),
-                          tanhf(s.y * uh + load(&xr[1]) + bias[1] + (ua.y + ub.y))};
-      *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(h[0], h[1]);
-      sh.put_async(buf ^ 1, n, c, h[0], h[1], hx.of(buf ^ 1));
+      hv[0] = tanhf(s.x * uh + load(&xr[0]) + bias[0] + (ua.x + ub.x));
+      hv[1] = tanhf(s.y * uh + load(&xr[1]) + bias[1] + (ua.y + ub.y));
+      *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(hv[0], hv[1]);
+      sh.put_async(buf ^ 1, n, c, hv[0], hv[1], hx.of(buf ^ 1));
       const int64_t at = base + t * d;
 #pragma unroll
       for (int k = 0; k < 2; k++) {
-        store(p.hs + at + k, h[k]);
-        if (t == p.nt - 1) store(p.hT + (gb + n) * d + c + k, h[k]);
+        store(p.hs + at + k, hv[k]);
+        if (t == p.nt - 1) store(p.hT + (gb + n) * d + c + k, hv[k]);
       }
       if (t + 1 < p.nt) fetch(t + 1);
     }
     if (write_seg >= 0) write_step(write_seg);
     hx.wait(buf ^ 1);
     sw.product_from(buf ^ 1, Ww, (unsigned)LW);
-    __syncthreads();
-    if (fin) {
-      float2 s = sw.sum(n, r);
-      s.x *= uw, s.y *= uw;
-      *reinterpret_cast<float2 *>(wl + n * R + r) = s;
-      *reinterpret_cast<float2 *>(p.ckpt + (gb + n) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
+    __syncthreads();  // W_write's partials in red2, h_t's units in hl
+    if (tid < pairs) {  // (whole warps: rows n < bg)
+      float q = 0.f;
+      if (fin) {
+        float2 s = sw.sum(n, r);
+        s.x *= uw, s.y *= uw;
+        *reinterpret_cast<float2 *>(wl + n * R + r) = s;
+        *reinterpret_cast<float2 *>(p.ckpt + (gb + n) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
+        q = s.x * hv[0] + s.y * hv[1];
+      }
+      send_q(q);
     }
-    __syncthreads();
-    scores(true);
+    scores();
     if (t + 1 < p.nt) sh.product_from(buf ^ 1, Wh, (unsigned)LW);
     gather();
     px.wait(0);
