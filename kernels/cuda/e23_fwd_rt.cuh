@@ -131,8 +131,8 @@ __device__ __forceinline__ int rt_owned(int rank, int64_t bg) {
 
 // The attention weights of batch row g as attend_lanes (one warp, slot lane + 32 k in register
 // k, base 2), from the summed scores sc [bg][N] and for a step the CTAs' partial w . h, qpart
-// [CS][bg] (in the same order as attend_lanes adds them: the same values); into r and a, and
-// where given into the trace's ta and tr too.
+// [CS][bg] (the scores summed in attend_lanes' order: the same values); into r and a, and where
+// given into the trace's ta and tr too.
 template <int CS>
 __device__ void rt_attend(const float *sc, const float *qpart, int bg, int g, float scale2,
                           bool step, int lane, float *r, float *a, float *ta, float *tr) {
