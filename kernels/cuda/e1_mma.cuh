@@ -307,8 +307,8 @@ struct Step {
 
   // The warp's partial product with state buffer `buf` into red, the A fragment of row tile m and
   // k slice s from a_of(f, m, s, k0) (k0: the slice's first column; f: a fragment it may fill and
-  // return): one mma a tile and slice with
-  // one 8-column tile of B (the f16 rows, or kPacked's hi 4 and lo 4), two under kHiLo (hi, lo).
+  // return): one mma a tile and slice with one 8-column tile of B (the f16 rows, or kPacked's hi
+  // 4 and lo 4), two under kHiLo (hi, lo).
   template <typename F> __device__ __forceinline__ void product_by(int buf, F &&a_of) {
     FC c[MT];
 #pragma unroll

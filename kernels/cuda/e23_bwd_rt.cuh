@@ -32,10 +32,10 @@ static_assert(kBrWarps == BrStep::CS, "warp w's slot group summed by CTA w");
 // Shared memory: BrStep's state buffers (planes kInvRows rows apart), red, the transposed weight
 // slices [R][d + 8] bf16 (rows padded: the fragment loads free of bank conflicts), the partial
 // sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and part2
-// [bg][N], the step's a, r, 1 / (1 - a) and the softmax
-// gradients dsa, dsr [bg][N], w_t and dpre at the CTA's units [bg][R], h_t and h_{t-1} there
-// hh [2][bg][R] (by step parity), the warps' partial sums over slots up [8][bg][R], the warps'
-// largest 1 / (1 - a) mx, and four mbarriers. 32-byte aligned pieces (wmma pointers).
+// [bg][N], the step's a, r, 1 / (1 - a) and the softmax gradients dsa, dsr [bg][N], w_t and dpre
+// at the CTA's units [bg][R], h_t and h_{t-1} there hh [2][bg][R] (by step parity), the warps'
+// partial sums over slots up [8][bg][R], the warps' largest 1 / (1 - a) mx, and six mbarriers.
+// 32-byte aligned pieces (wmma pointers).
 struct BrLay {
   size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, bars;
   size_t total;

@@ -15,18 +15,18 @@
 // Thread tid: tape row tn = tid / 64 of the group (threads of rows >= bg hold nothing), half =
 // tid / 32 % 2, lane = 8 sg + ug: slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the
 // CTA's R. The finishing threads are e23_fwd_tc's pairs (the first bg R / 2 threads); h_t's
-// exchange and the trace are e23_fwd_tc's.
+// exchange is e23_fwd_tc's. The warps past the products' kRtProductWarps sum the scores' slot
+// groups the CTA owns (rt_owned).
 
-constexpr int kRtRows = 5, kRtThreads = 64 * kRtRows, kRtN = 64, kRtR = 64;
-using RtStep = tc::Step<__half, 2, 4, 8, tc::kSingle>;  // R = 64 rows of d = 512, 8 CTAs
+constexpr int kRtRows = 5, kRtThreads = 64 * kRtRows, kRtN = 64, kRtR = 64, kRtProductWarps = 8;
+using RtStep = tc::Step<__half, 2, 4, kRtProductWarps, tc::kSingle>;  // R = 64 of d = 512, 8 CTAs
 
 // Shared memory after the state buffers: red (RtStep's, right after them; W_h's product), red2
 // (W_write's: the two products' partial sums apart, so W_h's needs no barrier after w), the two
-// weight slices
-// [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the partial scores of
-// the slot groups the CTA sums part [cs][2][32], the scores sc [bg][N], the CTAs' partial w . h
-// qpart [cs][bg], r and a [bg][N], the CTA's h and w [bg][R], the halves' partial reads up
-// [2][bg][R], and four mbarriers.
+// weight slices [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the
+// partial scores of the slot groups the CTA sums part [cs][2][32], the scores sc [bg][N], the
+// CTAs' partial w . h qpart [cs][bg], r and a [bg][N], the CTA's h and w [bg][R], the halves'
+// partial reads up [2][bg][R], and four mbarriers.
 struct RtLay {
   size_t red, red2, wh, ww, part, sc, qpart, rbuf, abuf, hl, wl, up, bars, total;
 };
@@ -124,9 +124,10 @@ __device__ __forceinline__ void store_block(T *dst, const float (&X)[J][8], int6
 }
 
 // The slot groups (a warp's 32 slots of a batch row) whose partial scores CTA `rank` sums: groups
-// rank and rank + 8 of the 2 bg.
+// rank and rank + CS of the 2 bg.
 __device__ __forceinline__ int rt_owned(int rank, int64_t bg) {
-  return max(0, min(2, ((int)(2 * bg) - rank + 7) / 8));
+  constexpr int CS = RtStep::CS;
+  return max(0, min(2, ((int)(2 * bg) - rank + CS - 1) / CS));
 }
 
 // The attention weights of batch row g as attend_lanes (one warp, slot lane + 32 k in register
@@ -258,7 +259,8 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     fold<2>(v, ug & 2, 2);
     fold<1>(v, ug & 1, 1);
     const int gi = 2 * tn + half;
-    put_some_async<S::CS, S::CS>(part + (rank * 2 + gi / 8) * 32 + lane, v[0], rs.of(0), gi % 8);
+    put_some_async<S::CS, S::CS>(part + (rank * 2 + gi / S::CS) * 32 + lane, v[0], rs.of(0),
+                                 gi % S::CS);
   };
   // The CTA's partial w . h of row n (warp n's: the finishing threads' w_t . h_t; 0 before the
   // first step) into every CTA's qpart.
@@ -266,16 +268,16 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     q = warp_sum(q);
     if (lane == 0) put_all_async<S::CS>(qpart + rank * bg + n, q, px.of(0));
   };
-  // The CTA's slot groups (warp 8 + m: group rank + 8 m): the CTAs' partials added in rank order
-  // (as attend_lanes added them), the sums into every CTA's sc.
+  // The CTA's slot groups (warp kRtProductWarps + m: group rank + CS m): the CTAs' partials added
+  // in rank order (as attend_lanes added them), the sums into every CTA's sc.
   auto gather = [&]() {
-    const int m = warp - 8;
+    const int m = warp - kRtProductWarps;
     if (m < 0 || m >= rt_owned(rank, bg)) return;
-    rs.wait(0, tid == 256);
+    rs.wait(0, tid == kRtProductWarps * 32);
     float v = 0.f;
 #pragma unroll
     for (int q = 0; q < S::CS; q++) v += part[(q * 2 + m) * 32 + lane];
-    const int gi = rank + 8 * m;
+    const int gi = rank + S::CS * m;
     put_all_async<S::CS>(sc + (gi / 2) * N + 32 * (gi % 2) + lane, v, px.of(0));
   };
   // Step t's weights, rank 0's also into the trace (cpu/e23.h): a_t and the next read weights
