@@ -762,17 +762,19 @@ __device__ void init_tape(const P23<T> &p, float *tape, int LT, int64_t gb, int6
 
 // The tensor-core forwards' (e23_fwd_tc, cuda/e23_fwd_rt.cuh's e23_fwd_rt) exchanges at the
 // mbarriers `bars`: hx, h_t into state buffer (t + 1) & 1 of every CTA (the group's real rows),
-// and px, a step's scores (px_bytes of them; e23_fwd_tc: every CTA's bg x (N + 1) partials); and
+// and px, a step's scores (px_bytes of them; e23_fwd_tc: every CTA's bg x (N + 1) partials), at
+// the mbarriers past hx's NB (NB = 2: one a buffer; more: the buffer's NB / 2 sources each count
+// their share of its bytes on mbarriers of their own, e23_fwd_rt); and
 // the CTA's h (h0 at its units, or zeros) and w (zeros), hl and wl [bg][R]. A cluster barrier must
 // follow before any CTA sends.
-template <typename S, typename T>
-__device__ void init_forward(const P23<T> &p, AsyncFills<2> &hx, AsyncFills<1> &px,
+template <typename S, typename T, int NB>
+__device__ void init_forward(const P23<T> &p, AsyncFills<NB> &hx, AsyncFills<1> &px,
                              unsigned char *bars, int64_t gb, int64_t r0, float *hl, float *wl,
                              uint32_t px_bytes) {
   constexpr int R = S::R;
   const int64_t bg = p.bg, B = p.B;
-  hx.init(bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes));
-  px.init(bars + 16, px_bytes);
+  hx.init(bars, (uint32_t)(min(bg, B - gb) * S::kRowBytes * 2 / NB));
+  px.init(bars + 8 * NB, px_bytes);
   for (int64_t k = threadIdx.x; k < bg * R; k += blockDim.x) {
     const int64_t bi = gb + k / R;
     hl[k] = p.h0 && bi < B ? load(p.h0 + bi * S::D + r0 + k % R) : 0.f;

@@ -15,7 +15,8 @@
 // Thread tid: tape row tn = tid / 64 of the group (threads of rows >= bg hold nothing), half =
 // tid / 32 % 2, lane = 8 sg + ug: slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the
 // CTA's R. The finishing threads are e23_fwd_tc's pairs (the first bg R / 2 threads); h_t's
-// exchange is e23_fwd_tc's. The warps past the products' kRtProductWarps sum the scores' slot
+// exchange is e23_fwd_tc's, each product warp waiting for its own source's part. Warp kRtRows + n
+// finishes w_t of batch row n. The warps past the products' kRtProductWarps sum the scores' slot
 // groups the CTA owns (rt_owned).
 
 constexpr int kRtRows = 5, kRtThreads = 64 * kRtRows, kRtN = 64, kRtR = 64, kRtProductWarps = 8;
@@ -26,7 +27,7 @@ using RtStep = tc::Step<__half, 2, 4, kRtProductWarps, tc::kSingle>;  // R = 64 
 // weight slices [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the
 // partial scores of the slot groups the CTA sums part [cs][2][32], the scores sc [bg][N], the
 // CTAs' partial w . h qpart [cs][bg], r and a [bg][N], the CTA's h and w [bg][R], the halves'
-// partial reads up [2][bg][R], and four mbarriers.
+// partial reads up [2][bg][R], and 2 CS + 2 mbarriers.
 struct RtLay {
   size_t red, red2, wh, ww, part, sc, qpart, rbuf, abuf, hl, wl, up, bars, total;
 };
@@ -46,7 +47,7 @@ __host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
   l.hl = take((size_t)kRtRows * kRtR * sizeof(float));
   l.wl = take((size_t)kRtRows * kRtR * sizeof(float));
   l.up = take((size_t)2 * kRtRows * kRtR * sizeof(float));
-  l.bars = take(4 * 8);
+  l.bars = take((2 * 8 + 2) * 8);
   l.total = cv.at;
   return l;
 }
@@ -195,7 +196,12 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   const float uw = rt_stage(Ww, p.Ww, d, r0, scratch);  // W_write's by uw
   sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
-  AsyncFills<2> hx;  // h_t into state buffer (t + 1) & 1
+  // h_t into state buffer b = (t + 1) & 1, CTA q's units counted on mbarrier CS b + q: product
+  // warp w's k slice is CTA w's units, so it waits for that CTA's fill alone and starts while
+  // the others' are in flight (B = 64 N = 64: 3.31 -> 3.26 us a step, docs/PERF.md session 30).
+  constexpr int NBH = 2 * S::CS;
+  static_assert(S::D / kRtProductWarps == S::R, "product warp w reads CTA w's units");
+  AsyncFills<NBH> hx;
   AsyncFills<1> px;  // a step's scores into sc and its partial w . h into qpart
   AsyncFills<1> rs;  // the partial scores of the CTA's slot groups into part
   init_forward<S>(p, hx, px, rt_smem + l.bars, gb, r0, hl, wl,
@@ -207,7 +213,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   // CTA sends 1 store a slot instead of cs, and the bytes (not the latency) set this exchange's
   // time: 5 x 65 floats from each of 8 CTAs to all took ~1 280 cycles, 5 floats ~290
   // (scripts/bench/dsmem_send_patterns.cu).
-  rs.init(rt_smem + l.bars + 24, (uint32_t)(cs * rt_owned(rank, bg) * 32 * (int64_t)sizeof(float)));
+  rs.init(rt_smem + l.bars + 8 * (NBH + 1), (uint32_t)(cs * rt_owned(rank, bg) * 32 * (int64_t)sizeof(float)));
   // the thread's tape block: row tn, slots s0 + j, units u0 + u
   const int tn = tid / 64, half = warp & 1, sg = lane >> 3, ug = lane & 7, s0 = 32 * half + 8 * sg,
             u0 = 8 * ug;
@@ -237,7 +243,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   const bool fin = tid < pairs && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
   const float scale2 = (1.f / sqrtf((float)d)) * 1.44269504088896340736f;  // as attend_lanes
-  float bias[2] = {}, hv[2] = {};  // b; h_t at (c, c + 1)
+  float bias[2] = {};  // b at (c, c + 1)
   T xr[2] = {};  // step t's xw as loaded: converted after the product, so the load overlaps it
   auto fetch = [&](int64_t t) {
 #pragma unroll
@@ -262,11 +268,11 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     put_some_async<S::CS, S::CS>(part + (rank * 2 + gi / S::CS) * 32 + lane, v[0], rs.of(0),
                                  gi % S::CS);
   };
-  // The CTA's partial w . h of row n (warp n's: the finishing threads' w_t . h_t; 0 before the
-  // first step) into every CTA's qpart.
-  auto send_q = [&](float q) {
+  // The CTA's partial w . h of batch row `row` (0 before the first step; then w_step's) into
+  // every CTA's qpart.
+  auto send_q = [&](float q, int row) {
     q = warp_sum(q);
-    if (lane == 0) put_all_async<S::CS>(qpart + rank * bg + n, q, px.of(0));
+    if (lane == 0) put_all_async<S::CS>(qpart + rank * bg + row, q, px.of(0));
   };
   // The CTA's slot groups (warp kRtProductWarps + m: group rank + CS m): the CTAs' partials added
   // in rank order (as attend_lanes added them), the sums into every CTA's sc.
@@ -334,7 +340,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   };
   sync_all<true>();  // every CTA started and initialized before the first remote store
   scores();
-  if (tid < pairs) send_q(0.f);
+  if (tid < pairs) send_q(0.f, n);
   sh.product_from(0, Wh, (unsigned)LW);  // step 0's W_h h0; attend's barrier ends it
   gather();
   px.wait(0);
@@ -344,10 +350,10 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   int64_t write_seg = -1;  // the write of step t - 1, due at step t: its checkpoint (0: none)
   // A step as e23_fwd_tc's, with the tape's work as above and the scores' exchange in two rounds.
   // Why no CTA refills a buffer another still reads: CTA X sends step t + 1's partial scores
-  // (part) and w . h (qpart) after waiting for every CTA's h_{t+1}, which each sends after its
-  // step t attention weights (which read sc and qpart), so after its gather (which read part); X
-  // sends the sums of step t + 1 (sc) once every CTA's partials of step t + 1 arrived. The state
-  // buffers as e23_fwd_tc's.
+  // (part) and w . h (qpart) after the barrier past its product warps' waits for every CTA's
+  // h_{t+1} (warp w's for CTA w's), which each sends after its step t attention weights (which
+  // read sc and qpart), so after its gather (which read part); X sends the sums of step t + 1
+  // (sc) once every CTA's partials of step t + 1 arrived. The state buffers as e23_fwd_tc's.
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
     __syncthreads();  // the halves' partial reads in up
@@ -355,10 +361,11 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
       const float2 s = sh.sum(n, r);
       const float2 ua = *reinterpret_cast<const float2 *>(up + n * R + r);
       const float2 ub = *reinterpret_cast<const float2 *>(up + (kRtRows + n) * R + r);
+      float hv[2];  // h_t at (c, c + 1)
       hv[0] = tanhf(s.x * uh + load(&xr[0]) + bias[0] + (ua.x + ub.x));
       hv[1] = tanhf(s.y * uh + load(&xr[1]) + bias[1] + (ua.y + ub.y));
       *reinterpret_cast<float2 *>(hl + n * R + r) = make_float2(hv[0], hv[1]);
-      sh.put_async(buf ^ 1, n, c, hv[0], hv[1], hx.of(buf ^ 1));
+      sh.put_async(buf ^ 1, n, c, hv[0], hv[1], hx.of((buf ^ 1) * S::CS + rank));
       const int64_t at = base + t * d;
 #pragma unroll
       for (int k = 0; k < 2; k++) {
@@ -368,21 +375,28 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
       if (t + 1 < p.nt) fetch(t + 1);
     }
     if (write_seg >= 0) write_step(write_seg);
-    hx.wait(buf ^ 1);
+    if (warp < kRtProductWarps) hx.wait((buf ^ 1) * S::CS + warp, lane == 0);
     sw.product_from(buf ^ 1, Ww, (unsigned)LW);
     __syncthreads();  // W_write's partials in red2, h_t's units in hl
-    if (tid < pairs) {  // (whole warps: rows n < bg)
+    // w_t and the CTA's part of w_t . h_t for batch row wn = warp - kRtRows (lane: units r,
+    // r + 1), on the warps past the finishing ones, after their scores: the finishing warps go
+    // on to W_h's product and the softmaxes, which need w . h last (3.26 -> 3.23 us a step).
+    const int wn = warp - kRtRows;
+    auto w_step = [&]() {
+      if (wn < 0 || wn >= bg) return;  // (whole warps)
       float q = 0.f;
-      if (fin) {
-        float2 s = sw.sum(n, r);
+      if (gb + wn < B) {
+        float2 s = sw.sum(wn, r);
         s.x *= uw, s.y *= uw;
-        *reinterpret_cast<float2 *>(wl + n * R + r) = s;
-        *reinterpret_cast<float2 *>(p.ckpt + (gb + n) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
-        q = s.x * hv[0] + s.y * hv[1];
+        *reinterpret_cast<float2 *>(wl + wn * R + r) = s;
+        *reinterpret_cast<float2 *>(p.ckpt + (gb + wn) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
+        const float2 h2 = *reinterpret_cast<const float2 *>(hl + wn * R + r);
+        q = s.x * h2.x + s.y * h2.y;
       }
-      send_q(q);
-    }
+      send_q(q, wn);
+    };
     scores();
+    w_step();
     if (t + 1 < p.nt) sh.product_from(buf ^ 1, Wh, (unsigned)LW);
     gather();
     px.wait(0);
