@@ -10,7 +10,8 @@
 // fragments from there (tc::Step::product_from; ~390 cycles more a product,
 // scripts/bench/e23_product_ldmatrix.cu). B = 64 N = 64: 4.50 -> 3.50 us a step (docs/PERF.md,
 // session 27); the scores' exchange in two rounds (a reduce-scatter, then an all-gather), the
-// products' partial sums apart: 3.29 (session 29).
+// products' partial sums apart: 3.29 (session 29); per-source waits for h, w on other warps: 3.24
+// (session 30).
 //
 // Thread tid: tape row tn = tid / 64 of the group (threads of rows >= bg hold nothing), half =
 // tid / 32 % 2, lane = 8 sg + ug: slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the
@@ -198,7 +199,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   __syncthreads();
   // h_t into state buffer b = (t + 1) & 1, CTA q's units counted on mbarrier CS b + q: product
   // warp w's k slice is CTA w's units, so it waits for that CTA's fill alone and starts while
-  // the others' are in flight (B = 64 N = 64: 3.31 -> 3.26 us a step, docs/PERF.md session 30).
+  // the others' are in flight (B = 64 N = 64: 3.32 -> 3.26 us a step, docs/PERF.md session 30).
   constexpr int NBH = 2 * S::CS;
   static_assert(S::D / kRtProductWarps == S::R, "product warp w reads CTA w's units");
   AsyncFills<NBH> hx;
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     __syncthreads();  // W_write's partials in red2, h_t's units in hl
     // w_t and the CTA's part of w_t . h_t for batch row wn = warp - kRtRows (lane: units r,
     // r + 1), on the warps past the finishing ones, after their scores: the finishing warps go
-    // on to W_h's product and the softmaxes, which need w . h last (3.26 -> 3.23 us a step).
+    // on to W_h's product and the softmaxes, which need w . h last (3.28 -> 3.24 us a step).
     const int wn = warp - kRtRows;
     auto w_step = [&]() {
       if (wn < 0 || wn >= bg) return;  // (whole warps)
