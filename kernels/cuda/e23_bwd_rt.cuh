@@ -6,10 +6,12 @@
 // ~16 000 of the step's ~22 600 cycles (docs/PERF.md, session 24). Here every thread holds a block
 // of every batch row's tape H and of dH as floats (160 registers): the sums over units (da, dr)
 // are reduce-scatters by shuffles, those over slots (dw, the two reads back) too within a warp and
-// then through shared memory. Both weight slices stay in shared memory (bf16, exact) and every
-// product loads its A fragments from there (tc::Step::product_from). B = 64 N = 64: 12.0 -> 8.6
-// us a step (docs/PERF.md, session 28); the sums over units as a reduce-scatter and an all-gather
-// (as e23_fwd_rt's scores): 8.56 (session 29).
+// then through shared memory. Both weight slices stay in shared memory (as e23_fwd_rt's, scaled
+// f16: exact for bf16 weights) and every product loads its A fragments from there
+// (tc::Step::product_from). dw and dpre go to the products as f16 scaled per CTA and batch row
+// (put_scaled). B = 64 N = 64: 12.0 -> 8.6 us a step (docs/PERF.md, session 28); the sums over
+// units as a reduce-scatter and an all-gather (as e23_fwd_rt's scores): 8.56 (session 29); dw and
+// dpre in half the bytes: 8.36 (session 30).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
@@ -25,24 +27,26 @@
 // h_{t-1} (row k / 64, unit k % 64), k = tid and tid + 256, from global memory a step ahead.
 
 constexpr int kBrThreads = 256, kBrEntries = kRtRows * kRtN, kBrWarps = kBrThreads / 32;
-using BrStep = tc::Step<__nv_bfloat16, 2, 4, 8, tc::kHiLo, kInvRows>;  // R = 64 rows of d = 512
+using BrStep = tc::Step<__half, 2, 4, 8, tc::kSingle, kInvRows>;  // R = 64 rows of d = 512
 static_assert(kRtN == kRtR && kBrEntries <= 2 * kBrThreads, "two entries of the trace a thread");
 static_assert(kBrWarps == BrStep::CS, "warp w's slot group summed by CTA w");
+static_assert(BrStep::D / kBrWarps == BrStep::R, "product warp w's k slice: CTA w's units");
 
 // Shared memory: BrStep's state buffers (planes kInvRows rows apart), red, the transposed weight
-// slices [R][d + 8] bf16 (rows padded: the fragment loads free of bank conflicts), the partial
-// sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and part2
-// [bg][N], the step's a, r, 1 / (1 - a) and the softmax gradients dsa, dsr [bg][N], w_t and dpre
-// at the CTA's units [bg][R], h_t and h_{t-1} there hh [2][bg][R] (by step parity), the warps'
-// partial sums over slots up [8][bg][R], the warps' largest 1 / (1 - a) mx, and six mbarriers.
-// 32-byte aligned pieces (wmma pointers).
+// slices [R][d + 8] as scaled f16 (rows padded: the fragment loads free of bank conflicts), the
+// partial sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and
+// part2 [bg][N], the step's a, r, 1 / (1 - a) and the softmax gradients dsa, dsr [bg][N], w_t and
+// dpre at the CTA's units [bg][R], h_t and h_{t-1} there hh [2][bg][R] (by step parity), the warps'
+// partial sums over slots up [8][bg][R], the warps' largest 1 / (1 - a) mx, the factors that scale
+// the state buffers' parts back sf [2][cs][bg] (put_scaled), and six mbarriers. 32-byte aligned
+// pieces (wmma pointers).
 struct BrLay {
-  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, bars;
+  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, sf, bars;
   size_t total;
 };
 __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   BrLay l{};
-  Carve cv{(tc::hb_span(d, 2, kInvRows) + 31) & ~(size_t)31};
+  Carve cv{(tc::hb_span(d, 1, kInvRows) + 31) & ~(size_t)31};
   auto take = [&](size_t bytes) { return cv.take((bytes + 31) & ~(size_t)31); };
   const size_t f = sizeof(float), row = (size_t)kBrEntries * f;  // [bg][N] = [bg][R]
   l.red = take((size_t)8 * 8 * tc::ldr(kRtR) * f);
@@ -55,6 +59,7 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   l.as = take(row), l.rs = take(row), l.ia = take(row), l.dsa = take(row), l.dsr = take(row);
   l.wl = take(row), l.dpl = take(row), l.hh = take(2 * row), l.up = take(kBrWarps * row);
   l.mx = take(kBrWarps * f);
+  l.sf = take(2 * cs * kRtRows * f);
   l.bars = take(6 * 8);
   l.total = cv.at;
   return l;
@@ -108,20 +113,27 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   float *as = sm(l.as), *rs = sm(l.rs);
   float *ia = sm(l.ia), *dsa = sm(l.dsa), *dsr = sm(l.dsr), *wl = sm(l.wl), *dpl = sm(l.dpl);
   float *hh = sm(l.hh), *up = sm(l.up), *mx = sm(l.mx);
-  T *Wh = reinterpret_cast<T *>(br_smem + l.wh), *Ww = reinterpret_cast<T *>(br_smem + l.ww);
-  // prologue: W_h^T's and W_write^T's rows of the CTA's units, the state buffers zero
+  float *sf = sm(l.sf);
+  __half *Wh = reinterpret_cast<__half *>(br_smem + l.wh);
+  __half *Ww = reinterpret_cast<__half *>(br_smem + l.ww);
+  // prologue: W_h^T's and W_write^T's rows of the CTA's units as scaled f16 (the state buffers
+  // are the conversion's scratch, so before init_state), the state buffers and sf zero
   S sh(br_smem, sm(l.red)), sw(br_smem, sm(l.red));
-  tc::stage_slice(Wh, p.Wh, d, r0, R, true, LW);
-  tc::stage_slice(Ww, p.Ww, d, r0, R, true, LW);
+  float *scratch = reinterpret_cast<float *>(br_smem);
+  const float uh = rt_stage(Wh, p.Wh, d, r0, scratch, true);  // W_h^T's products scaled back by uh
+  const float uw = rt_stage(Ww, p.Ww, d, r0, scratch, true);  // W_write^T's by uw
   sh.init_state((const T *)nullptr, gb, bg, B);
-  // sx: dw / dpre into state buffer 0 / 1 (hi and lo of the group's real rows); gx: the partial
-  // da / dr of the CTA's slot group, every CTA's bg x 8, into gp1 / gp2; dx: their sums, every
-  // slot group's, into part1 / part2. The sums over units are a reduce-scatter, then an
-  // all-gather: warp w's slots 8 w .. 8 w + 7 are CTA w's group, and the warps without pairs add
-  // the CTAs' partials of the CTA's group and send the sums to every CTA (1 store a value instead
-  // of cs; the bytes set an exchange's time: scripts/bench/dsmem_send_patterns.cu).
+  for (int k = (int)threadIdx.x; k < 2 * CS * bg; k += kBrThreads) sf[k] = 0.f;
+  // sx: dw / dpre into state buffer 0 / 1 (the group's real rows as scaled f16, and each CTA's
+  // factors into sf: put_scaled); gx: the partial da / dr of the CTA's slot group, every CTA's
+  // bg x 8, into gp1 / gp2; dx: their sums, every slot group's, into part1 / part2. The sums over
+  // units are a reduce-scatter, then an all-gather: warp w's slots 8 w .. 8 w + 7 are CTA w's
+  // group, and the warps without pairs add the CTAs' partials of the CTA's group and send the sums
+  // to every CTA (1 store a value instead of cs; the bytes set an exchange's time:
+  // scripts/bench/dsmem_send_patterns.cu).
   AsyncFills<2> sx, gx, dx;
-  sx.init(br_smem + l.bars, (uint32_t)(2 * min((int64_t)bg, B - gb) * d * (int64_t)sizeof(T)));
+  const int64_t sx_row = d * (int64_t)sizeof(__half) + CS * (int64_t)sizeof(float);  // + sf's
+  sx.init(br_smem + l.bars, (uint32_t)(min((int64_t)bg, B - gb) * sx_row));
   dx.init(br_smem + l.bars + 16, (uint32_t)(SL * (int)sizeof(float)));
   gx.init(br_smem + l.bars + 32, (uint32_t)(cs * bg * 8 * (int)sizeof(float)));
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, sg = lane >> 3, ug = lane & 7;
@@ -206,6 +218,35 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     }
     return make_float2(v[0].x + v[1].x, v[0].y + v[1].y);
   };
+  // The pair's (v.x, v.y) of batch row n into state buffer b of every CTA as f16 times 2^k, k such
+  // that the largest magnitude of the row's units in this CTA (the warp's) lies in [2^14, 2^15)
+  // (k = 0 for zeros, inf or NaN), and 2^-k into every CTA's sf [b][CS][bg] at this CTA and row,
+  // counted on the same mbarrier: product warp w's k slice is CTA w's units, so its part is scaled
+  // back by CTA w's factor (scaled_sum). Half the bytes of the hi / lo pair (the exchanges are
+  // paced by the bytes leaving each SM), at 2^-12 relative: the precision of e23_fwd_rt's h.
+  auto put_scaled = [&](S &st, int b, float2 v) {
+    const float m = fmaxf(fabsf(v.x), fabsf(v.y));  // >= 0: its bits order as its values
+    const uint32_t mb = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+    const int e = (int)(mb >> 23) - 127;  // the largest in [2^e, 2^(e + 1)) (e = 128: inf, NaN)
+    const int k = mb == 0u || e == 128 ? 0 : min(14 - e, 126);
+    const float up = __int_as_float((127 + k) << 23), down = __int_as_float((127 - k) << 23);
+    st.put_async(b, n, c, v.x * up, v.y * up, sx.of(b));
+    if (lane < CS)
+      st_async(mapa(smem_addr(sf + (b * CS + rank) * bg + n), lane), __float_as_uint(down),
+               mapa(sx.of(b), lane));
+  };
+  // The product of state buffer b at units (r, r + 1) of batch row n: the warps' parts in red,
+  // each scaled back by its source CTA's factor in sf (put_scaled), then by the slice's u.
+  auto scaled_sum = [&](const S &st, int b, float u) {
+    float2 v[2] = {};
+#pragma unroll
+    for (int w = 0; w < kBrWarps; w++) {
+      const float2 q = *reinterpret_cast<const float2 *>(st.red + (w * 8 + n) * tc::ldr(R) + r);
+      const float f = sf[(b * CS + w) * bg + n];
+      v[w & 1].x += q.x * f, v[w & 1].y += q.y * f;
+    }
+    return make_float2((v[0].x + v[1].x) * u, (v[0].y + v[1].y) * u);
+  };
   float *upw = up + warp * SL + u0;  // the warp's partial sums, at the lane's units
   // Exchange b's sums of the CTA's slot group (the threads past the pairs', one a row and slot):
   // the CTAs' partials in gp added in rank order (as softmax_back adds them), the sums into every
@@ -222,7 +263,8 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   };
   // Back through the softmax of exchange b (probabilities w, gradients into out) and the product of
   // state buffer b with the slice Wp, then a barrier.
-  auto through = [&](int b, const float *part, const float *w, float *out, S &st, const T *Wp) {
+  auto through = [&](int b, const float *part, const float *w, float *out, S &st,
+                     const __half *Wp) {
     dx.wait(b);
     if (warp < bg) softmax_back<1>(part, bg, warp, N, w + warp * N, lane, out + warp * N);
     sx.wait(b);
@@ -292,7 +334,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       gather(0, gp1, part1);
       if (fin) {
         const float2 dw = warps_sum();
-        sw.put_async(0, n, c, dw.x, dw.y, sx.of(0));
+        put_scaled(sw, 0, dw);
         store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
       }
       through(0, part1, as, dsa, sw, Ww);  // a = softmax(scale H h_t), w = W_write h_t
@@ -305,13 +347,13 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       __syncthreads();
       T graw[2] = {};  // dhs_{t-1}: converted at the carry, so the load's latency hides
       if (act) {
-        const float2 tot = sw.sum(n, r), acc = warps_sum();
+        const float2 tot = scaled_sum(sw, 0, uw), acc = warps_sum();
         const float2 hv = *reinterpret_cast<const float2 *>(hc + n * R + r);
         const float2 dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
                                         (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
         *reinterpret_cast<float2 *>(dpl + n * R + r) = dpre;
         if (fin) {
-          sh.put_async(1, n, c, dpre.x, dpre.y, sx.of(1));
+          put_scaled(sh, 1, dpre);
           store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
           if (t >= 1) graw[0] = p.dhs[base + (t - 1) * d], graw[1] = p.dhs[base + (t - 1) * d + 1];
         }
@@ -362,7 +404,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       }
       __syncthreads();
       if (act) {
-        const float2 tot = sh.sum(n, r), back = warps_sum();
+        const float2 tot = scaled_sum(sh, 1, uh), back = warps_sum();
         carry = make_float2(tot.x + scale * back.x + load(&graw[0]),
                             tot.y + scale * back.y + load(&graw[1]));
       }

@@ -53,15 +53,17 @@ __host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
   return l;
 }
 
-// Rows r0 .. r0 + kRtR - 1 of W [d][d] into Wp [kRtR][d + 8] as f16 scaled by a power of two
-// (tc::to_f16_scaled, the pads zero; scratch: 32 floats); returns the factor that scales the
-// products back. Staged in T at the same places (tc::stage_slice), then converted in place.
+// Rows r0 .. r0 + kRtR - 1 of W [d][d] (of W^T where tr) into Wp [kRtR][d + 8] as f16 scaled
+// by a power of two (tc::to_f16_scaled, the pads zero; scratch: 32 floats); returns the factor
+// that scales the products back. Staged in T at the same places (tc::stage_slice), then
+// converted in place.
 template <typename T>
-__device__ float rt_stage(__half *Wp, const T *W, int64_t d, int64_t r0, float *scratch) {
+__device__ float rt_stage(__half *Wp, const T *W, int64_t d, int64_t r0, float *scratch,
+                          bool tr = false) {
   T *Ws = reinterpret_cast<T *>(Wp);
   for (int64_t rr = threadIdx.x; rr < kRtR; rr += blockDim.x)
     *reinterpret_cast<uint4 *>(Ws + rr * (d + 8) + d) = make_uint4(0u, 0u, 0u, 0u);
-  tc::stage_slice(Ws, W, d, r0, kRtR, false, d + 8);
+  tc::stage_slice(Ws, W, d, r0, kRtR, tr, d + 8);
   __syncthreads();
   return tc::to_f16_scaled(Ws, kRtR * (d + 8), scratch);
 }
