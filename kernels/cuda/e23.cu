@@ -761,12 +761,11 @@ __device__ void init_tape(const P23<T> &p, float *tape, int LT, int64_t gb, int6
 }
 
 // The tensor-core forwards' (e23_fwd_tc, cuda/e23_fwd_rt.cuh's e23_fwd_rt) exchanges at the
-// mbarriers `bars`: hx, h_t into state buffer (t + 1) & 1 of every CTA (the group's real rows),
-// and px, a step's scores (px_bytes of them; e23_fwd_tc: every CTA's bg x (N + 1) partials), at
-// the mbarriers past hx's NB (NB = 2: one a buffer; more: the buffer's NB / 2 sources each count
-// their share of its bytes on mbarriers of their own, e23_fwd_rt); and
-// the CTA's h (h0 at its units, or zeros) and w (zeros), hl and wl [bg][R]. A cluster barrier must
-// follow before any CTA sends.
+// mbarriers `bars`: hx, h_t into state buffer (t + 1) & 1 of every CTA (the group's real rows; NB
+// = 2: an mbarrier a buffer; NB = 2 CS: one a buffer and source CTA, each counting that CTA's
+// share, e23_fwd_rt), and px at the next mbarrier, a step's scores (px_bytes of them;
+// e23_fwd_tc: every CTA's bg x (N + 1) partials); and the CTA's h (h0 at its units, or zeros)
+// and w (zeros), hl and wl [bg][R]. A cluster barrier must follow before any CTA sends.
 template <typename S, typename T, int NB>
 __device__ void init_forward(const P23<T> &p, AsyncFills<NB> &hx, AsyncFills<1> &px,
                              unsigned char *bars, int64_t gb, int64_t r0, float *hl, float *wl,

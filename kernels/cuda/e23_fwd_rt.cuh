@@ -216,7 +216,8 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   // CTA sends 1 store a slot instead of cs, and the bytes (not the latency) set this exchange's
   // time: 5 x 65 floats from each of 8 CTAs to all took ~1 280 cycles, 5 floats ~290
   // (scripts/bench/dsmem_send_patterns.cu).
-  rs.init(rt_smem + l.bars + 8 * (NBH + 1), (uint32_t)(cs * rt_owned(rank, bg) * 32 * (int64_t)sizeof(float)));
+  rs.init(rt_smem + l.bars + 8 * (NBH + 1),
+          (uint32_t)(cs * rt_owned(rank, bg) * 32 * (int64_t)sizeof(float)));
   // the thread's tape block: row tn, slots s0 + j, units u0 + u
   const int tn = tid / 64, half = warp & 1, sg = lane >> 3, ug = lane & 7, s0 = 32 * half + 8 * sg,
             u0 = 8 * ug;
