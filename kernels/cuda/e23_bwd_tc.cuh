@@ -145,11 +145,12 @@ __device__ __forceinline__ void softmax_back(const float *part, int bg, int g, i
 // The inverted walk's bound: `most` (the thread's largest 1 / (1 - a) of the step, >= 1) made the
 // CTA's through mx [NW] (a barrier; alike in every thread after it), its log2 added to `grown`;
 // returns whether the bound passed 2^kInvBits (also where a = 1: inf), so the step's tape must be
-// replayed exactly.
+// replayed exactly. The warp's maximum is one REDUX, not 5 shuffle levels: it sits before the
+// step's first barrier (e23_bwd_rt B = 64 N = 64: 8.37 -> 8.27 us a step, docs/PERF.md session 30).
 template <int NW>
 __device__ __forceinline__ bool inv_bound_passed(float most, float *mx, float &grown, int warp,
                                                  int lane) {
-  most = warp_max(most);
+  most = warp_max_redux(most);
   if (lane == 0) mx[warp] = most;
   __syncthreads();
   for (int w = 0; w < NW; w++) most = fmaxf(most, mx[w]);
