@@ -11,7 +11,7 @@
 // (tc::Step::product_from). dw and dpre go to the products as f16 scaled per CTA and batch row
 // (put_scaled). B = 64 N = 64: 12.0 -> 8.6 us a step (docs/PERF.md, session 28); the sums over
 // units as a reduce-scatter and an all-gather (as e23_fwd_rt's scores): 8.56 (session 29); dw and
-// dpre in half the bytes: 8.36 (session 30).
+// dpre in half the bytes, the bound by one REDUX: 8.26 (session 30).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
