@@ -368,6 +368,21 @@ struct Step {
     return make_float2((v[0].x + v[1].x) + (v[2].x + v[3].x), (v[0].y + v[1].y) + (v[2].y + v[3].y));
   }
 
+  // sum() of a state that put_async_scaled sent: warp w's part (its k slice: CTA w's columns)
+  // scaled back by CTA w's factor f[w fs] (f: the batch row's factors), then the whole by u.
+  __device__ __forceinline__ float2 sum_scaled(int n, int r, const float *f, int fs,
+                                               float u) const {
+    static_assert(OP == kSingle && NW == CS, "one f16 part; warp w's k slice is CTA w's");
+    float2 v[2] = {};
+#pragma unroll
+    for (int w = 0; w < NW; w++) {
+      const float2 q = *reinterpret_cast<const float2 *>(red + (w * 8 + n) * ldr(R) + r);
+      const float s = f[w * fs];
+      v[w & 1].x += q.x * s, v[w & 1].y += q.y * s;
+    }
+    return make_float2((v[0].x + v[1].x) * u, (v[0].y + v[1].y) * u);
+  }
+
   // (v0, v1), the new state at columns (c, c + 1) (c even) of batch row n, as its parts into state
   // buffer `buf` of every CTA of the cluster by st_async (e1_cluster.cuh): each CTA's copy of the
   // 4 bytes a part completes on that CTA's mbarrier at local shared address `bar`.
@@ -390,6 +405,25 @@ struct Step {
       st_async(rh, uh, rb);
       if constexpr (NP == 2) st_async(rh + dl, ul, rb);
     }
+  }
+
+  // put_async of a state of any magnitude as f16 (kSingle) times a power of two per CTA and batch
+  // row, by a whole warp that holds row n's columns in this CTA (this lane (v0, v1)): 2^k such that
+  // the warp's largest magnitude lies in [2^14, 2^15) (k = 0 for zeros, inf or NaN), and 2^-k into
+  // every CTA's `slot` (this CTA's and the row's factor, at the same local place in every CTA) by
+  // lanes 0 .. CS - 1, counted on the same mbarrier (CS floats more a row). 2^-12 relative, and
+  // half the bytes of kHiLo's pair (the E23 backward's exchanges are paced by the bytes leaving
+  // each SM); sum_scaled scales each part back.
+  __device__ __forceinline__ void put_async_scaled(int buf, int n, int64_t c, float v0, float v1,
+                                                   uint32_t bar, float *slot, int lane) const {
+    static_assert(OP == kSingle, "one f16 part");
+    const float m = fmaxf(fabsf(v0), fabsf(v1));  // >= 0: its bits order as its values
+    const uint32_t mb = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+    const int e = (int)(mb >> 23) - 127;  // the largest in [2^e, 2^(e + 1)) (e = 128: inf, NaN)
+    const int k = mb == 0u || e == 128 ? 0 : min(14 - e, 126);
+    const float up = __int_as_float((127 + k) << 23), down = __int_as_float((127 - k) << 23);
+    put_async(buf, n, c, v0 * up, v1 * up, bar);
+    if (lane < CS) st_async(mapa(smem_addr(slot), lane), __float_as_uint(down), mapa(bar, lane));
   }
 };
 

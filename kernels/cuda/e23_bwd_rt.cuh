@@ -218,34 +218,13 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     }
     return make_float2(v[0].x + v[1].x, v[0].y + v[1].y);
   };
-  // The pair's (v.x, v.y) of batch row n into state buffer b of every CTA as f16 times 2^k, k such
-  // that the largest magnitude of the row's units in this CTA (the warp's) lies in [2^14, 2^15)
-  // (k = 0 for zeros, inf or NaN), and 2^-k into every CTA's sf [b][CS][bg] at this CTA and row,
-  // counted on the same mbarrier: product warp w's k slice is CTA w's units, so its part is scaled
-  // back by CTA w's factor (scaled_sum). Half the bytes of the hi / lo pair (the exchanges are
-  // paced by the bytes leaving each SM), at 2^-12 relative: the precision of e23_fwd_rt's h.
+  // dw / dpre of the pair into state buffer b as scaled f16 (tc::Step::put_async_scaled), the
+  // factors in sf [b][CS][bg]; the products scaled back by them (sum_scaled) and by the slice's u.
   auto put_scaled = [&](S &st, int b, float2 v) {
-    const float m = fmaxf(fabsf(v.x), fabsf(v.y));  // >= 0: its bits order as its values
-    const uint32_t mb = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
-    const int e = (int)(mb >> 23) - 127;  // the largest in [2^e, 2^(e + 1)) (e = 128: inf, NaN)
-    const int k = mb == 0u || e == 128 ? 0 : min(14 - e, 126);
-    const float up = __int_as_float((127 + k) << 23), down = __int_as_float((127 - k) << 23);
-    st.put_async(b, n, c, v.x * up, v.y * up, sx.of(b));
-    if (lane < CS)
-      st_async(mapa(smem_addr(sf + (b * CS + rank) * bg + n), lane), __float_as_uint(down),
-               mapa(sx.of(b), lane));
+    st.put_async_scaled(b, n, c, v.x, v.y, sx.of(b), sf + (b * CS + rank) * bg + n, lane);
   };
-  // The product of state buffer b at units (r, r + 1) of batch row n: the warps' parts in red,
-  // each scaled back by its source CTA's factor in sf (put_scaled), then by the slice's u.
   auto scaled_sum = [&](const S &st, int b, float u) {
-    float2 v[2] = {};
-#pragma unroll
-    for (int w = 0; w < kBrWarps; w++) {
-      const float2 q = *reinterpret_cast<const float2 *>(st.red + (w * 8 + n) * tc::ldr(R) + r);
-      const float f = sf[(b * CS + w) * bg + n];
-      v[w & 1].x += q.x * f, v[w & 1].y += q.y * f;
-    }
-    return make_float2((v[0].x + v[1].x) * u, (v[0].y + v[1].y) * u);
+    return st.sum_scaled(n, r, sf + b * CS * bg + n, bg, u);
   };
   float *upw = up + warp * SL + u0;  // the warp's partial sums, at the lane's units
   // Exchange b's sums of the CTA's slot group (the threads past the pairs', one a row and slot):
