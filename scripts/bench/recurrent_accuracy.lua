@@ -84,14 +84,16 @@ local cases = {
   {name = "e23 small (cpu)", kind = "e23", B = 3, T = 24, N = 8, d = 64, cpu = true},
 }
 
--- The input gradients of sum(out * dy) with the inputs converted by `conv` (autograd leaves).
-local function grads(run, conv, dy)
+-- The input gradients of sum(out * dy) with the inputs converted by `conv` (autograd leaves);
+-- dy = dys[1], drawn like the inputs at the first call (out's shape).
+local function grads(run, conv, dys)
   local leaves = {}
   local out = run(function(x)
     leaves[#leaves + 1] = conv(x):detach():requires_grad(true)
     return leaves[#leaves]
   end, true)
-  ;(out * conv(dy)):sum():backward()
+  dys[1] = dys[1] or draw(out:shape(), -1, 1)
+  ;(out * conv(dys[1])):sum():backward()
   local g = {}
   for i, l in ipairs(leaves) do g[i] = l:grad() end
   return g
@@ -104,13 +106,13 @@ local function measure(c)
   local f64 = function(x) return x:to("f64") end
   local bf16 = function(x) return x:to(dev) end
   local f32 = function(x) return x:to("f32"):to(dev) end
-  local ref = run(f64, opts.grad)
   if not opts.grad then
+    local ref = run(f64)
     return {name = c.name, out = out, bf16 = rel(run(bf16), ref), f32 = rel(run(f32), ref),
             floor = rel(ref:to("bf16"), ref)}
   end
-  local dy = draw(ref:shape(), -1, 1)
-  local gref, g16, g32 = grads(run, f64, dy), grads(run, bf16, dy), grads(run, f32, dy)
+  local dys = {}
+  local gref, g16, g32 = grads(run, f64, dys), grads(run, bf16, dys), grads(run, f32, dys)
   local r
   for i, name in ipairs(names) do
     local e = rel(g16[i], gref[i])
