@@ -410,28 +410,6 @@ __global__ void __launch_bounds__(NW * 32) e1_bwd_tc(Bwd<T> p) {
   }
 }
 
-// The rows before each step for the weight gradient's GEMM: out[b][t] = hs[b][t - 1] and
-// out[b][0] = h0[b] (zeros without h0). A block copies a row at a time (one division a row, not
-// three 64-bit ones an element: B = 64 T = 512 d = 512 took 131 us that way), by 16-byte chunks
-// where every row is 16-byte aligned (`vec`).
-template <typename T>
-__global__ void seq_shift(int64_t rows, int64_t nt, int64_t d, const T *hs, const T *h0, T *out,
-                          bool vec) {
-  constexpr int V = 16 / sizeof(T);
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t t = row % nt;
-    const T *src = t > 0 ? hs + (row - 1) * d : h0 ? h0 + (row / nt) * d : nullptr;
-    T *dst = out + row * d;
-    if (vec) {
-      for (int64_t c = threadIdx.x; c < d / V; c += blockDim.x)
-        reinterpret_cast<uint4 *>(dst)[c] =
-            src ? reinterpret_cast<const uint4 *>(src)[c] : make_uint4(0u, 0u, 0u, 0u);
-    } else {
-      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dst[j] = src ? src[j] : T(0);
-    }
-  }
-}
-
 // ---- planning ----
 
 // A cluster plan when W fits on chip (f32/f16/bf16), else the global-memory plan.
@@ -623,19 +601,21 @@ extern "C" int eng_kcuda_e1_backward(eng_dtype_t dt, int64_t B, int64_t T_, int6
   return 0;
 }
 
+// The rows before each step for the weight gradient's GEMM: out[b][t] = hs[b][t - 1] and
+// out[b][0] = h0[b] (zeros without h0). Flat, out's rows 1 .. B T - 1 are hs's rows 0 .. B T - 2:
+// one device copy, then the B rows t = 0 overwritten (an element-a-thread kernel with three
+// 64-bit divisions an element took 131 us at B = 64 T = 512 d = 512).
 extern "C" int eng_kcuda_seq_shift(eng_dtype_t dt, int64_t B, int64_t T_, int64_t d,
                                    const void *hs, const void *h0, void *out, cudaStream_t stream) {
   ENG_KC_FLOAT_TYPES(dt, {
-    constexpr int V = 16 / sizeof(T);
-    auto a16 = [](const void *x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
-    const bool vec = d % V == 0 && a16(hs) && a16(out) && (!h0 || a16(h0));
-    const int64_t lanes = vec ? d / V : d;  // a row's chunks (or values)
-    const int threads = (int)std::min<int64_t>(256, std::max<int64_t>(32, (lanes + 31) / 32 * 32));
-    const int64_t rows = B * T_;
-    const unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>(rows, 65535 * 4));
-    seq_shift<T><<<grid, threads, 0, stream>>>(rows, T_, d, (const T *)hs, (const T *)h0,
-                                               (T *)out, vec);
-    return (int)cudaGetLastError();
+    if (B * T_ * d == 0) return 0;
+    const size_t row = (size_t)d * sizeof(T), pitch = (size_t)T_ * row;
+    cudaError_t e = cudaMemcpyAsync(static_cast<T *>(out) + d, hs, (size_t)(B * T_ - 1) * row,
+                                    cudaMemcpyDeviceToDevice, stream);
+    if (!e)
+      e = h0 ? cudaMemcpy2DAsync(out, pitch, h0, row, row, (size_t)B, cudaMemcpyDeviceToDevice, stream)
+             : cudaMemset2DAsync(out, pitch, 0, row, (size_t)B, stream);
+    return (int)e;
   })
   return 0;
 }
