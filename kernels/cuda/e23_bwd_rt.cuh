@@ -11,7 +11,9 @@
 // (tc::Step::product_from). dw and dpre go to the products as f16 scaled per CTA and batch row
 // (put_scaled). B = 64 N = 64: 12.0 -> 8.6 us a step (docs/PERF.md, session 28); the sums over
 // units as a reduce-scatter and an all-gather (as e23_fwd_rt's scores): 8.56 (session 29); dw and
-// dpre in half the bytes, the bound by one REDUX: 8.26 (session 30).
+// dpre in half the bytes, the bound by one REDUX: 8.26 (session 30); each product before the
+// softmax gradient it does not need, dw's sums and sends before da's loop, the per-row
+// coefficients loaded ahead of their loops: 7.97 -> 7.22 (session 32).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
@@ -240,20 +242,27 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     for (int q = 0; q < CS; q++) v += gp[q * bg * 8 + k];
     put_all_async<CS>(part + (k >> 3) * N + 8 * rank + (k & 7), v, dx.of(b));
   };
-  // Back through the softmax of exchange b (probabilities w, gradients into out) and the product of
-  // state buffer b with the slice Wp, then a barrier.
+  // The product of state buffer b with the slice Wp, then `mid`, then back through the softmax of
+  // exchange b (probabilities w, gradients into out), then a barrier. The product first: its
+  // state (one all-gather) arrives before the softmax's sums (a reduce-scatter, then an
+  // all-gather), and the product is the longer path (~860 cycles), so it runs while they are in
+  // flight; `mid` is work that only has to precede the barrier (docs/PERF.md, session 32).
   auto through = [&](int b, const float *part, const float *w, float *out, S &st,
-                     const __half *Wp) {
-    dx.wait(b);
-    if (warp < bg) softmax_back<1>(part, bg, warp, N, w + warp * N, lane, out + warp * N);
+                     const __half *Wp, auto &&mid) {
     sx.wait(b);
     st.product_from(b, Wp, (unsigned)LW);
+    mid();
+    dx.wait(b);
+    if (warp < bg) softmax_back<1>(part, bg, warp, N, w + warp * N, lane, out + warp * N);
     __syncthreads();
   };
   auto pair2 = [&](const float *x, int g) { return *reinterpret_cast<const float2 *>(x + g * N + s0); };
   // The exchanges as e23_bwd_tc's walk (why no CTA refills a buffer another still reads is argued
-  // there): dw into state buffer 0 and da into part1 after the step's first loop, dpre into
-  // buffer 1 and dr into part2 after its third. da and dr go through gp1 and gp2 first: CTA X
+  // there): dw into state buffer 0 before the step's first loop and da into part1 after it, dpre
+  // into buffer 1 and dr into part2 around its third. dw leaves earlier than there, but still
+  // after CTA X's wait for the previous step's dr sums, so after every CTA Y sent its dr
+  // partials, which follow Y's reads of buffer 0 and of its factors (W_write's product and dpre's
+  // sum) in that step. da and dr go through gp1 and gp2 first: CTA X
   // sends the next step's partials into CTA Y's gp after its own wait for every CTA's sums of this
   // step's (dx), which Y sent after reading gp; and the next step's sums into Y's part after every
   // CTA's next partials arrived, each sent after that CTA's barrier past its softmax gradient,
@@ -282,17 +291,39 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       }
       const bool exact = inv_bound_passed<kBrWarps>(most, mx, grown, warp, lane);
       if (exact) replay(kseg, s), grown = 0.f;
-      // First loop: H_t from H_{t+1} (unless replayed); dw = sum_i a_i dH[i] over slots into up,
-      // the partial da_i = dH[i] . (w - H_t[i]) over the CTA's units to every CTA's part1.
+      // dw = sum_i a_i dH[i] over slots into up first (it needs only dH): the pairs add the warps'
+      // partials behind a named barrier and send dw while every warp runs the first loop, so
+      // W_write's product finds it there after that loop. The per-row coefficients are loaded
+      // ahead of the rows' chains in all the loops below (each row's chain of loads, FMAs and
+      // shuffles runs alone: the registers leave no room to interleave two).
       {
+        float2 a[bg];
+#pragma unroll
+        for (int g = 0; g < bg; g++) a[g] = pair2(as, g);
+#pragma unroll
+        for (int g = 0; g < bg; g++) slot_sums(dH[g], a[g].x, a[g].y, upw + g * R, sg);
+      }
+      if (act) {  // the pairs' warps wait for every warp's partials, the others only arrive
+        asm volatile("bar.sync 1, %0;" ::"n"(kBrThreads) : "memory");
+        if (fin) {
+          const float2 dw = warps_sum();
+          put_scaled(sw, 0, dw);
+          store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
+        }
+      } else {
+        asm volatile("bar.arrive 1, %0;" ::"n"(kBrThreads) : "memory");
+      }
+      // First loop: H_t from H_{t+1} (unless replayed: `back`, compiled in so that no branch
+      // splits the rows); the partial da_i = dH[i] . (w - H_t[i]) over the CTA's units to every
+      // CTA's part1.
+      auto first_loop = [&](auto back) {
         float v[2 * bg];
 #pragma unroll
         for (int g = 0; g < bg; g++) {
           float wv[8];
-          const float2 a = pair2(as, g);
           load8(wv, wl + g * R + u0);
-          if (!exact) {
-            const float2 q = pair2(ia, g);
+          if constexpr (decltype(back)::value) {
+            const float2 a = pair2(as, g), q = pair2(ia, g);
 #pragma unroll
             for (int u = 0; u < 8; u++)
               H[g][0][u] = (H[g][0][u] - a.x * wv[u]) * q.x,
@@ -305,39 +336,40 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
             for (int u = 0; u < 8; u++) x += dH[g][j][u] * (wv[u] - H[g][j][u]);
             v[2 * g + j] = x;
           }
-          slot_sums(dH[g], a.x, a.y, upw + g * R, sg);
         }
         unit_sums_send<CS>(v, gp1 + rank * bg * 8 + 2 * sg, gx.of(0), ug, warp);
-      }
+      };
+      if (exact) first_loop(std::false_type{});
+      else first_loop(std::true_type{});
       __syncthreads();
       gather(0, gp1, part1);
-      if (fin) {
-        const float2 dw = warps_sum();
-        put_scaled(sw, 0, dw);
-        store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
-      }
-      through(0, part1, as, dsa, sw, Ww);  // a = softmax(scale H h_t), w = W_write h_t
+      through(0, part1, as, dsa, sw, Ww, [] {});  // a = softmax(scale H h_t), w = W_write h_t
       // Second loop: sum_i dsa_i H[i] over slots, for dpre
+      {
+        float2 cv[bg];
 #pragma unroll
-      for (int g = 0; g < bg; g++) {
-        const float2 cv = pair2(dsa, g);
-        slot_sums(H[g], cv.x, cv.y, upw + g * R, sg);
+        for (int g = 0; g < bg; g++) cv[g] = pair2(dsa, g);
+#pragma unroll
+        for (int g = 0; g < bg; g++) slot_sums(H[g], cv[g].x, cv[g].y, upw + g * R, sg);
       }
       __syncthreads();
       T graw[2] = {};  // dhs_{t-1}: converted at the carry, so the load's latency hides
+      float2 dpre = make_float2(0.f, 0.f);
       if (act) {
         const float2 tot = scaled_sum(sw, 0, uw), acc = warps_sum();
         const float2 hv = *reinterpret_cast<const float2 *>(hc + n * R + r);
-        const float2 dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
-                                        (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
+        dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
+                           (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
         *reinterpret_cast<float2 *>(dpl + n * R + r) = dpre;
-        if (fin) {
-          put_scaled(sh, 1, dpre);
-          store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
-          if (t >= 1) graw[0] = p.dhs[base + (t - 1) * d], graw[1] = p.dhs[base + (t - 1) * d + 1];
-        }
       }
       __syncthreads();
+      // dpre's sends after the barrier: the third loop needs only dpl, W_h's product (after it)
+      // the sends
+      if (fin) {
+        put_scaled(sh, 1, dpre);
+        store(p.dxw + base + t * d, dpre.x), store(p.dxw + base + t * d + 1, dpre.y);
+        if (t >= 1) graw[0] = p.dhs[base + (t - 1) * d], graw[1] = p.dhs[base + (t - 1) * d + 1];
+      }
       // Third loop: the partial dr_i = H[i] . dpre over the CTA's units to every CTA's part2
       {
         float v[2 * bg];
@@ -357,13 +389,19 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       }
       gather(1, gp2, part2);
       h_store(hp, hraw);
-      if (t >= 1) trace_step(t - 1);
-      through(1, part2, rs, dsr, sh, Wh);  // r = softmax(scale H h_{t-1}), W_h
+      // r = softmax(scale H h_{t-1}), W_h; the next step's trace loaded after the product (its
+      // address arithmetic had delayed the product's start)
+      through(1, part2, rs, dsr, sh, Wh, [&] {
+        if (t >= 1) trace_step(t - 1);
+      });
       // Fourth loop: sum_i dsr_i H[i] over slots for the carry; dH through the step,
       // dH_t[i] = (1 - a_i) dH[i] + scale dsa_i h_t + r_i dpre + scale dsr_i h_{t-1}
+      float2 qs[bg];
+#pragma unroll
+      for (int g = 0; g < bg; g++) qs[g] = pair2(dsr, g);
 #pragma unroll
       for (int g = 0; g < bg; g++) {
-        const float2 qv = pair2(dsr, g), av = pair2(as, g), sa = pair2(dsa, g), rv = pair2(rs, g);
+        const float2 qv = qs[g], av = pair2(as, g), sa = pair2(dsa, g), rv = pair2(rs, g);
         slot_sums(H[g], qv.x, qv.y, upw + g * R, sg);
         float x[8], y[8], z[8];
         load8(x, hc + g * R + u0);

@@ -147,14 +147,17 @@ __device__ __forceinline__ void softmax_back(const float *part, int bg, int g, i
 // returns whether the bound passed 2^kInvBits (also where a = 1: inf), so the step's tape must be
 // replayed exactly. The warp's maximum is one REDUX, not 5 shuffle levels: it sits before the
 // step's first barrier (e23_bwd_rt B = 64 N = 64: 8.37 -> 8.27 us a step, docs/PERF.md session 30).
+// The log2 is MUFU.LG2 (__log2f, ~2^-22 off), not log2f's ~25 dependent instructions after the
+// barrier: the bound needs no more (session 32).
 template <int NW>
 __device__ __forceinline__ bool inv_bound_passed(float most, float *mx, float &grown, int warp,
                                                  int lane) {
   most = warp_max_redux(most);
   if (lane == 0) mx[warp] = most;
   __syncthreads();
+#pragma unroll
   for (int w = 0; w < NW; w++) most = fmaxf(most, mx[w]);
-  grown += log2f(most);
+  grown += __log2f(most);
   return !(grown <= kInvBits);
 }
 
