@@ -1,12 +1,17 @@
 // Microbenchmark: a CTA's per-step product of the E23 tensor-core forward, W_slice [64 x 512]
 // times the state [512 x 8 batch columns] (f16 in, f32 out), with the A fragments (a) held in
-// registers for the whole sequence, as tc::Step does, or (b) loaded from shared memory by
-// ldmatrix every step (the cost of moving a weight slice off the registers). 8 warps split K
-// (4 k-steps of 16 each, all 4 m-tiles), partials meet in shared memory, 320 threads finish
-// 64 units x 5 columns and write the CTA's units of the next state (the chain). Checked against a
-// CPU reference; prints each variant's time a step. With docs/PERF.md's session 27: what a
-// register-resident tape would pay for the weight slice it moves to shared memory.
-// Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o /tmp/e23_product_ldmatrix
+// registers for the whole sequence, as tc::Step does, (b) loaded from shared memory by ldmatrix
+// every step (the cost of moving a weight slice off the registers), or (c) not in registers at
+// all: wgmma (sm_90a) reads A and B from shared memory through descriptors, both stored as 8 x 8
+// core matrices (16-byte rows, 128 bytes each, no swizzle), each of the 2 warpgroups taking 4
+// k-slices of 64 into 4 accumulators (a slice each: the register-tape kernels scale each
+// source CTA's part of the state apart). 8 warps split K (4 k-steps of 16 each, all 4 m-tiles),
+// partials meet in shared memory, 320 threads finish 64 units x 5 columns and write the CTA's
+// units of the next state (the chain). Checked against a CPU reference; prints each variant's
+// time a step. With docs/PERF.md's sessions 27 and 32: what a register-resident tape pays for
+// the weight slice it moves to shared memory, and what wgmma would take back.
+// Build and run on the GPU machine (wgmma needs the sm_90a target): nvcc -O3
+//   -gencode arch=compute_90a,code=sm_90a -o /tmp/e23_product_ldmatrix
 //   scripts/bench/e23_product_ldmatrix.cu && /tmp/e23_product_ldmatrix
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -40,15 +45,58 @@ __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], const
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <bool REG>
+// wgmma's canonical K-major layout without swizzle (PTX ISA, "matrix descriptor"): 8 x 8 core
+// matrices of 16-bit values, a core matrix's 8 rows 16 bytes apart (128 contiguous bytes); the
+// descriptor's LBO is the stride between core matrices along K, its SBO the stride between
+// 8-row groups along M (or N). A [M][K]: core (m / 8, k / 8) at (m / 8) (K / 8) + k / 8; the state
+// [NB][K] (N = 8: one row group): core k / 8 at k / 8. Offsets in 16-bit elements.
+__host__ __device__ constexpr int a_core(int m, int k) {
+  return ((m / 8) * (K / 8) + k / 8) * 64 + (m % 8) * 8 + k % 8;
+}
+__host__ __device__ constexpr int b_core(int n, int k) { return (k / 8) * 64 + n * 8 + k % 8; }
+// The 128-byte swizzle instead: rows of 64 values (128 bytes) in atoms of 8 rows (1 KB, 1 KB
+// aligned), the 16-byte chunk c of row r stored at chunk c ^ (r % 8); the atoms along K apart by
+// `rows` rows. A [M][K] and the state [NB][K] alike (rows M or NB).
+__host__ __device__ constexpr int sw128(int r, int k, int rows) {
+  return (k / 64) * rows * 64 + r * 64 + (((k % 64) / 8) ^ (r % 8)) * 8 + k % 8;
+}
+__device__ __forceinline__ unsigned long long desc(const void *p, unsigned lbo, unsigned sbo,
+                                                   unsigned long long swizzle = 0) {
+  using U = unsigned long long;
+  return (U)((sa(p) >> 4) & 0x3fff) | (U)((lbo >> 4) & 0x3fff) << 16 |
+         (U)((sbo >> 4) & 0x3fff) << 32 | swizzle << 62;  // base offset 0
+}
+// D (+)= A B for a warpgroup: m64n8k16, f16 in, f32 accumulators (4 a thread: rows 16 w + lane / 4
+// and + 8 of the warpgroup's warp w, columns 2 (lane % 4) + {0, 1}, as mma.m16n8's).
+__device__ __forceinline__ void wgmma(float (&d)[4], unsigned long long a, unsigned long long b,
+                                      int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;"
+      "\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// V: 0 A in registers, 1 A by ldmatrix, 2 A and B by wgmma from shared memory (core matrices),
+// 3 the same with the 128-byte swizzle.
+template <int V>
 __global__ void __launch_bounds__(320, 1)
     prod(const __half *W, const __half *X0, float *out, long long *cyc) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr bool REG = V == 0;
+  extern __shared__ __align__(128) unsigned char smem[];
   __half *Ws = reinterpret_cast<__half *>(smem), *Xs = Ws + M * LDW;
   float *red = reinterpret_cast<float *>(Xs + NB * LDW);  // [8 warps][M][NB]
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  for (int k = tid; k < M * K; k += blockDim.x) Ws[(k / K) * LDW + k % K] = W[k];
-  for (int k = tid; k < NB * K; k += blockDim.x) Xs[(k / K) * LDW + k % K] = X0[k];
+  auto xat = [&](int n, int k) {  // the state's element (n, k) in Xs
+    return V == 3 ? sw128(n, k, NB) : V == 2 ? b_core(n, k) : n * LDW + k;
+  };
+  auto wat = [&](int m, int k) {  // W's element (m, k) in Ws
+    return V == 3 ? sw128(m, k, M) : V == 2 ? a_core(m, k) : m * LDW + k;
+  };
+  for (int k = tid; k < M * K; k += blockDim.x) Ws[wat(k / K, k % K)] = W[k];
+  for (int k = tid; k < NB * K; k += blockDim.x) Xs[xat(k / K, k % K)] = X0[k];
+  if (V >= 2) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // for wgmma's reads
   __syncthreads();
   unsigned afr[4][4][4];    // [m-tile][k-step][4] (REG)
   const int kb = warp * 4;  // the warp's k-steps (warps 0..7)
@@ -61,7 +109,32 @@ __global__ void __launch_bounds__(320, 1)
   __syncthreads();
   long long c0 = clock64();
   for (int t = 0; t < T; t++) {
-    if (warp < 8) {
+    if (V >= 2 && warp < 8) {  // warpgroup g: k-slices 4 g .. 4 g + 3, an accumulator each
+      const int g = warp / 4;
+      float acc[4][4];
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int q = 0; q < 4; q++)
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+          const int k0 = ((4 * g + q) * 4 + ks) * 16;
+          if (V == 2)
+            wgmma(acc[q], desc(Ws + a_core(0, k0), 128, (K / 8) * 128),
+                  desc(Xs + b_core(0, k0), 128, 1024), ks);
+          else  // the k-step's 32 bytes into its atom's rows (the swizzle applies to the address)
+            wgmma(acc[q], desc(Ws + sw128(0, k0, M), 16, 1024, 1),
+                  desc(Xs + sw128(0, k0, NB), 16, 1024, 1), ks);
+        }
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int r0 = (warp % 4) * 16 + lane / 4, c = 2 * (lane % 4);
+        float *rw = red + (4 * g + q) * M * NB;
+        rw[r0 * NB + c] = acc[q][0], rw[r0 * NB + c + 1] = acc[q][1];
+        rw[(r0 + 8) * NB + c] = acc[q][2], rw[(r0 + 8) * NB + c + 1] = acc[q][3];
+      }
+    } else if (V < 2 && warp < 8) {
       float acc[4][4] = {};
 #pragma unroll
       for (int ks = 0; ks < 4; ks++) {
@@ -92,7 +165,8 @@ __global__ void __launch_bounds__(320, 1)
       float s = 0.f;
 #pragma unroll
       for (int w = 0; w < 8; w++) s += red[w * M * NB + m * NB + n];
-      Xs[n * LDW + m] = __float2half(tanhf(0.05f * s + 0.5f * __half2float(Xs[n * LDW + m])));
+      Xs[xat(n, m)] = __float2half(tanhf(0.05f * s + 0.5f * __half2float(Xs[xat(n, m)])));
+      if (V >= 2) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     __syncthreads();
   }
@@ -100,7 +174,7 @@ __global__ void __launch_bounds__(320, 1)
   if (tid == 0) cyc[blockIdx.x] = c1 - c0;
   {
     const int m = tid % M, n = tid / M;
-    out[blockIdx.x * BGc * M + n * M + m] = __half2float(Xs[n * LDW + m]);
+    out[blockIdx.x * BGc * M + n * M + m] = __half2float(Xs[xat(n, m)]);
   }
 }
 
@@ -135,16 +209,18 @@ int main() {
   CK(cudaMemcpy(dW, W.data(), W.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dX, X.data(), X.size() * 2, cudaMemcpyHostToDevice));
   const size_t sm = (M * LDW + NB * LDW) * 2 + 8 * M * NB * 4;
-  CK(cudaFuncSetAttribute(prod<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-  CK(cudaFuncSetAttribute(prod<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  CK(cudaFuncSetAttribute(prod<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  CK(cudaFuncSetAttribute(prod<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  CK(cudaFuncSetAttribute(prod<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  CK(cudaFuncSetAttribute(prod<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
   std::vector<float> out(ctas * BGc * M);
-  for (int v = 0; v < 2; v++)
+  for (int v = 0; v < 4; v++)
     for (int rep = 0; rep < 3; rep++) {
       const float ms = time_ms([&] {
-        if (v == 0)
-          prod<true><<<ctas, 320, sm>>>(dW, dX, dout, dc);
-        else
-          prod<false><<<ctas, 320, sm>>>(dW, dX, dout, dc);
+        if (v == 0) prod<0><<<ctas, 320, sm>>>(dW, dX, dout, dc);
+        if (v == 1) prod<1><<<ctas, 320, sm>>>(dW, dX, dout, dc);
+        if (v == 2) prod<2><<<ctas, 320, sm>>>(dW, dX, dout, dc);
+        if (v == 3) prod<3><<<ctas, 320, sm>>>(dW, dX, dout, dc);
       });
       std::vector<long long> c(ctas);
       CK(cudaMemcpy(c.data(), dc, ctas * 8, cudaMemcpyDeviceToHost));
@@ -159,7 +235,11 @@ int main() {
       long long mx = 0;
       for (auto x : c) mx = x > mx ? x : mx;
       printf("%s: %.3f us a step, %lld cycles a step (slowest CTA), max |x - ref| %.2e\n",
-             v == 0 ? "A in registers" : "A by ldmatrix ", ms * 1e3 / T, mx / T, err);
+             v == 0   ? "A in registers"
+             : v == 1 ? "A by ldmatrix "
+             : v == 2 ? "A, B by wgmma "
+                      : "wgmma, 128B sw",
+             ms * 1e3 / T, mx / T, err);
     }
   return 0;
 }
