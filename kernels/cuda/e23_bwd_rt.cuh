@@ -293,9 +293,11 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       if (exact) replay(kseg, s), grown = 0.f;
       // dw = sum_i a_i dH[i] over slots into up first (it needs only dH): the pairs add the warps'
       // partials behind a named barrier and send dw while every warp runs the first loop, so
-      // W_write's product finds it there after that loop. The per-row coefficients are loaded
-      // ahead of the rows' chains in all the loops below (each row's chain of loads, FMAs and
-      // shuffles runs alone: the registers leave no room to interleave two).
+      // W_write's product finds it there after that loop. The slot sums' per-row coefficients
+      // (here, in the second loop and in the fourth) are loaded ahead of the rows' chains: each
+      // row's chain of FMAs and shuffles runs alone (the registers leave no room to interleave
+      // two), so a load at its head is latency on the step's path. The first loop loads its a_i
+      // again rather than keep these 10 registers live through it.
       {
         float2 a[bg];
 #pragma unroll

@@ -84,7 +84,8 @@ template <int V>
 __global__ void __launch_bounds__(320, 1)
     prod(const __half *W, const __half *X0, float *out, long long *cyc) {
   constexpr bool REG = V == 0;
-  extern __shared__ __align__(128) unsigned char smem[];
+  static_assert(M * LDW * 2 % 1024 == 0, "Xs on the swizzle's 1 KB atoms as Ws");
+  extern __shared__ __align__(1024) unsigned char smem[];
   __half *Ws = reinterpret_cast<__half *>(smem), *Xs = Ws + M * LDW;
   float *red = reinterpret_cast<float *>(Xs + NB * LDW);  // [8 warps][M][NB]
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -209,19 +210,14 @@ int main() {
   CK(cudaMemcpy(dW, W.data(), W.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dX, X.data(), X.size() * 2, cudaMemcpyHostToDevice));
   const size_t sm = (M * LDW + NB * LDW) * 2 + 8 * M * NB * 4;
-  CK(cudaFuncSetAttribute(prod<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-  CK(cudaFuncSetAttribute(prod<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-  CK(cudaFuncSetAttribute(prod<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-  CK(cudaFuncSetAttribute(prod<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  void (*const kernels[])(const __half *, const __half *, float *, long long *) = {
+      prod<0>, prod<1>, prod<2>, prod<3>};
+  for (auto k : kernels)
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
   std::vector<float> out(ctas * BGc * M);
   for (int v = 0; v < 4; v++)
     for (int rep = 0; rep < 3; rep++) {
-      const float ms = time_ms([&] {
-        if (v == 0) prod<0><<<ctas, 320, sm>>>(dW, dX, dout, dc);
-        if (v == 1) prod<1><<<ctas, 320, sm>>>(dW, dX, dout, dc);
-        if (v == 2) prod<2><<<ctas, 320, sm>>>(dW, dX, dout, dc);
-        if (v == 3) prod<3><<<ctas, 320, sm>>>(dW, dX, dout, dc);
-      });
+      const float ms = time_ms([&] { kernels[v]<<<ctas, 320, sm>>>(dW, dX, dout, dc); });
       std::vector<long long> c(ctas);
       CK(cudaMemcpy(c.data(), dc, ctas * 8, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
