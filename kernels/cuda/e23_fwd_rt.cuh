@@ -2,33 +2,45 @@
 // e23_fwd_tc, whose helpers and exchanges it shares): for d = 512 on clusters of 8 CTAs of
 // R = 64 units, N = 64 slots and 5 batch rows a cluster (B = 64 N = 64's plan). There e23_fwd_tc's
 // tape loops walk 80 KB of shared memory a step on 8 warps, latency-bound (~3 800 of its ~7 800
-// cycles a step); here each of 320 threads holds 8 slots x 8 units of a batch row's tape slice
-// as floats, and the scores (over the units) and the read (over the slots) are reduce-scatters
-// by shuffles (scripts/bench/e23_tape_registers.cu: ~1 700 cycles against ~4 500 for the same
-// work in shared memory). The registers the tape takes are those of the weight slices'
-// fragments: both slices stay in shared memory as scaled f16 and every step loads the A
-// fragments from there (tc::Step::product_from; ~390 cycles more a product,
-// scripts/bench/e23_product_ldmatrix.cu). B = 64 N = 64: 4.50 -> 3.50 us a step (docs/PERF.md,
-// session 27); the scores' exchange in two rounds (a reduce-scatter, then an all-gather), the
-// products' partial sums apart: 3.29 (session 29); per-source waits for h, w on other warps: 3.24
-// (session 30).
+// cycles a step); here each of the 320 threads of warps 0-9 holds 8 slots x 8 units of a batch
+// row's tape slice as floats, and the scores (over the units) and the read (over the slots) are
+// reduce-scatters by shuffles (scripts/bench/e23_tape_registers.cu: ~1 700 cycles against ~4 500
+// for the same work in shared memory). The tape takes the registers that the weight slices'
+// fragments would: both slices stay in shared memory as scaled f16 and every product loads its A
+// fragments from there.
 //
-// Thread tid: tape row tn = tid / 64 of the group (threads of rows >= bg hold nothing), half =
-// tid / 32 % 2, lane = 8 sg + ug: slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the
-// CTA's R. The finishing threads are e23_fwd_tc's pairs (the first bg R / 2 threads); h_t's
-// exchange is e23_fwd_tc's, each product warp waiting for its own source's part. Warp kRtRows + n
-// finishes w_t of batch row n. The warps past the products' kRtProductWarps sum the scores' slot
-// groups the CTA owns (rt_owned).
+// Warps 10 and 11 hold no tape and run both products: warp 10 + p takes the slice's units 32 p ..
+// 32 p + 31 over all of d, so its sums are whole (no partial products to add), then w_t's step
+// (w, its checkpoint, the CTA's half of w . h). The tape warps' scores thus run beside W_write's
+// product instead of after it. The step's two chains meet at the softmaxes: h_t, its all-gather,
+// W_write's product, w . h and its all-gather (the longer), against h_t, the tape's write, the
+// scores, their reduce-scatter and all-gather. So the softmax of the scores (a_t) runs as soon as
+// their sums arrive, and only the second (r_{t+1}) waits for w . h. The stores that are not on
+// the chain follow its sends or move to warps with time to spare: w_t's five stores a lane took
+// ~500 cycles on it, and rank 0's trace stores in the split softmaxes 0.6 us a step. B = 64 N = 64:
+// 4.50 -> 3.50 us a step (docs/PERF.md, session 27); the scores' exchange in two rounds: 3.29
+// (session 29); per-source waits for h, w on other warps: 3.24 (session 30); the products on warps
+// of their own, the softmaxes apart, the stores off the chain: 2.65 (session 33).
+//
+// Thread tid < 320: tape row tn = tid / 64 of the group, half = tid / 32 % 2, lane = 8 sg + ug:
+// slots 32 half + 8 sg + j and units 8 ug + u (j, u < 8) of the CTA's R. The finishing threads
+// are e23_fwd_tc's pairs (the first bg R / 2 threads, warps 0-4): h_t of units (r, r + 1) of
+// batch row n; warp g < bg then takes row g's softmaxes. Warps 8 and 9 sum the scores' slot
+// groups the CTA owns (rt_owned); warps 5-9 write rank 0's trace of the previous step.
 
-constexpr int kRtRows = 5, kRtThreads = 64 * kRtRows, kRtN = 64, kRtR = 64, kRtProductWarps = 8;
-using RtStep = tc::Step<__half, 2, 4, kRtProductWarps, tc::kSingle>;  // R = 64 of d = 512, 8 CTAs
+constexpr int kRtRows = 5, kRtN = 64, kRtR = 64;
+constexpr int kRtTapeWarps = 2 * kRtRows, kRtProductWarps = 2, kRtGatherWarp = 8;
+constexpr int kRtTapeThreads = 32 * kRtTapeWarps;
+constexpr int kRtThreads = kRtTapeThreads + 32 * kRtProductWarps;
+// R = 64 of d = 512, 8 CTAs: its NW (8) sets d here; the products are rt_product's.
+using RtStep = tc::Step<__half, 2, 4, 8, tc::kSingle>;
 
-// Shared memory after the state buffers: red (RtStep's, right after them; W_h's product), red2
-// (W_write's: the two products' partial sums apart, so W_h's needs no barrier after w), the two
-// weight slices [R][d + 8] f16 (rows padded: the fragment loads free of bank conflicts), the
-// partial scores of the slot groups the CTA sums part [cs][2][32], the scores sc [bg][N], the
-// CTAs' partial w . h qpart [cs][bg], r and a [bg][N], the CTA's h and w [bg][R], the halves'
-// partial reads up [2][bg][R], and 2 CS + 2 mbarriers.
+// Shared memory after the state buffers: red (W_h's product, [8][ldr(R)] column-major: the
+// product warps' tiles), red2 (W_write's), the two weight slices [R][d + 8] f16 (rows padded: the
+// fragment loads free of bank conflicts), the partial scores of the slot groups the CTA sums part
+// [cs][2][32], the scores sc [bg][N], the CTAs' two halves of w . h qpart [2 cs][bg], r and a
+// [bg][N], the CTA's h and w [bg][R], the halves' partial reads up [2][bg][R], and 2 CS + 3
+// mbarriers.
 struct RtLay {
   size_t red, red2, wh, ww, part, sc, qpart, rbuf, abuf, hl, wl, up, bars, total;
 };
@@ -36,19 +48,19 @@ __host__ __device__ inline RtLay rt_layout(int64_t d, int cs) {
   RtLay l{};
   Carve cv{tc::hb_bytes(d)};
   auto take = [&](size_t bytes) { return cv.take(bytes); };
-  l.red = take((size_t)8 * 8 * tc::ldr(kRtR) * sizeof(float));
-  l.red2 = take((size_t)8 * 8 * tc::ldr(kRtR) * sizeof(float));
+  l.red = take((size_t)8 * tc::ldr(kRtR) * sizeof(float));
+  l.red2 = take((size_t)8 * tc::ldr(kRtR) * sizeof(float));
   l.wh = take((size_t)kRtR * (d + 8) * 2);
   l.ww = take((size_t)kRtR * (d + 8) * 2);
   l.part = take((size_t)cs * 2 * 32 * sizeof(float));
   l.sc = take((size_t)kRtRows * kRtN * sizeof(float));
-  l.qpart = take((size_t)cs * kRtRows * sizeof(float));
+  l.qpart = take((size_t)2 * cs * kRtRows * sizeof(float));
   l.rbuf = take((size_t)kRtRows * kRtN * sizeof(float));
   l.abuf = take((size_t)kRtRows * kRtN * sizeof(float));
   l.hl = take((size_t)kRtRows * kRtR * sizeof(float));
   l.wl = take((size_t)kRtRows * kRtR * sizeof(float));
   l.up = take((size_t)2 * kRtRows * kRtR * sizeof(float));
-  l.bars = take((2 * 8 + 2) * 8);
+  l.bars = take((2 * 8 + 3) * 8);
   l.total = cv.at;
   return l;
 }
@@ -134,47 +146,61 @@ __device__ __forceinline__ int rt_owned(int rank, int64_t bg) {
   return max(0, min(2, ((int)(2 * bg) - rank + CS - 1) / CS));
 }
 
-// The attention weights of batch row g as attend_lanes (one warp, slot lane + 32 k in register
-// k, base 2), from the summed scores sc [bg][N] and for a step the CTAs' partial w . h, qpart
-// [CS][bg] (the scores summed in attend_lanes' order: the same values); into r and a, and where
-// given into the trace's ta and tr too.
-template <int CS>
-__device__ void rt_attend(const float *sc, const float *qpart, int bg, int g, float scale2,
-                          bool step, int lane, float *r, float *a, float *ta, float *tr) {
-  constexpr int K = kRtN / 32;
-  float x[K], p[K];
+// Product warp p's 32 units of the slice Wp [R][d + 8] times state buffer b (all of d) into
+// dst's column-major [8][ldr(R)] tile at units 32 p: four accumulators (one a k step of each
+// source's 64 columns), the A fragments of the next source loaded before the wait for this one.
+// WAIT: each source CTA's columns waited for first (hx's mbarrier b CS + q; `arm` re-arms it).
+template <bool WAIT, int NBH>
+__device__ __forceinline__ void rt_product(const RtStep &st, int b, const __half *Wp, float *dst,
+                                           int p, AsyncFills<NBH> &hx, bool arm) {
+  using S = RtStep;
+  namespace wmma = tc::wmma;
+  constexpr int CS = S::CS, KS = 4;
+  constexpr unsigned LW = (unsigned)S::D + 8;
+  static_assert(S::D == CS * KS * 16, "a source's columns: KS k steps");
+  typename S::FC c[KS];
 #pragma unroll
-  for (int k = 0; k < K; k++) x[k] = sc[g * kRtN + lane + 32 * k] * scale2;
-  lanes_softmax<K>(x, p, kRtN, lane);
-  if (step) {
-    float q = 0.f, rn[K];
+  for (int s = 0; s < KS; s++) wmma::fill_fragment(c[s], 0.f);
+  const __half *hi = st.row(b, 0, 0), *wa = Wp + p * 32 * LW;
+  typename S::FA a[2][KS];
 #pragma unroll
-    for (int c = 0; c < CS; c++) q += qpart[c * bg + g];
-    q *= scale2;
+  for (int s = 0; s < KS; s++) S::load_a_shared(a[0][s], wa + s * 16, LW);
 #pragma unroll
-    for (int k = 0; k < K; k++) x[k] = (1.f - p[k]) * x[k] + p[k] * q;
-    lanes_softmax<K>(x, rn, kRtN, lane);
+  for (int q = 0; q < CS; q++) {
+    if (q + 1 < CS)
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-      const int i = lane + 32 * k;
-      a[i] = p[k], r[i] = rn[k];
-      if (ta) ta[i] = p[k];
-      if (tr) tr[i] = rn[k];
-    }
-  } else {
+      for (int s = 0; s < KS; s++)
+        S::load_a_shared(a[(q + 1) & 1][s], wa + (q + 1) * KS * 16 + s * 16, LW);
+    if (WAIT) hx.wait(b * CS + q, arm);
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-      r[lane + 32 * k] = p[k];
-      if (tr) tr[lane + 32 * k] = p[k];
+    for (int s = 0; s < KS; s++) {
+      typename S::FB f;
+      S::load_b(f, hi + q * KS * 16 + s * 16);
+      wmma::mma_sync(c[s], a[q & 1][s], f, c[s]);
     }
   }
+#pragma unroll
+  for (int e = 0; e < c[0].num_elements; e++)
+    c[0].x[e] = (c[0].x[e] + c[1].x[e]) + (c[2].x[e] + c[3].x[e]);
+  wmma::store_matrix_sync(dst + p * 32, c[0], (unsigned)tc::ldr(kRtR), wmma::mem_col_major);
 }
+
+// Named barriers besides __syncthreads (0): 1, the tape warps (h_t in hl before the scores); 2,
+// the softmaxes' weights (the tape warps wait, the product warps arrive once w_t is in wl); 3,
+// h_t in hl for w . h (warps 0-4 arrive, the product warps wait).
+template <int ID, int COUNT> __device__ __forceinline__ void bar_sync() {
+  asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
+}
+template <int ID, int COUNT> __device__ __forceinline__ void bar_arrive() {
+  asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
+}
+constexpr int kRtHCount = 32 * kRtRows + 32 * kRtProductWarps;  // barrier 3's threads
 
 template <typename T>
 __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   using S = RtStep;
-  constexpr int R = kRtR, N = kRtN;
-  constexpr int64_t d = S::D, LW = d + 8;
+  constexpr int R = kRtR, N = kRtN, LR = (int)tc::ldr(kRtR);
+  constexpr int64_t d = S::D;
   extern __shared__ __align__(128) unsigned char rt_smem[];
   int rank, cs, group;
   cluster_pos<true>(&rank, &cs, &group);
@@ -183,42 +209,38 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
   const RtLay l = rt_layout(d, cs);
   __half *Wh = reinterpret_cast<__half *>(rt_smem + l.wh);
   __half *Ww = reinterpret_cast<__half *>(rt_smem + l.ww);
-  float *part = reinterpret_cast<float *>(rt_smem + l.part);
-  float *sc = reinterpret_cast<float *>(rt_smem + l.sc);
-  float *qpart = reinterpret_cast<float *>(rt_smem + l.qpart);
-  float *rbuf = reinterpret_cast<float *>(rt_smem + l.rbuf);
-  float *abuf = reinterpret_cast<float *>(rt_smem + l.abuf);
-  float *hl = reinterpret_cast<float *>(rt_smem + l.hl);
-  float *wl = reinterpret_cast<float *>(rt_smem + l.wl);
-  float *up = reinterpret_cast<float *>(rt_smem + l.up);
+  auto fs = [&](size_t at) { return reinterpret_cast<float *>(rt_smem + at); };
+  float *red = fs(l.red), *red2 = fs(l.red2), *part = fs(l.part), *sc = fs(l.sc);
+  float *qpart = fs(l.qpart), *rbuf = fs(l.rbuf), *abuf = fs(l.abuf), *hl = fs(l.hl);
+  float *wl = fs(l.wl), *up = fs(l.up);
   // prologue: both slices as scaled f16 (the state buffers are the conversion's scratch, so
   // before init_state), the state, the tape
-  S sh(rt_smem), sw(rt_smem, reinterpret_cast<float *>(rt_smem + l.red2));
+  S sh(rt_smem);
   float *scratch = reinterpret_cast<float *>(rt_smem);
   const float uh = rt_stage(Wh, p.Wh, d, r0, scratch);  // W_h's products are scaled back by uh
   const float uw = rt_stage(Ww, p.Ww, d, r0, scratch);  // W_write's by uw
   sh.init_state(p.h0, gb, bg, B);
   __syncthreads();
-  // h_t into state buffer b = (t + 1) & 1, CTA q's units counted on mbarrier CS b + q: product
-  // warp w's k slice is CTA w's units, so it waits for that CTA's fill alone and starts while
-  // the others' are in flight (B = 64 N = 64: 3.32 -> 3.26 us a step, docs/PERF.md session 30).
+  // h_t into state buffer b = (t + 1) & 1, CTA q's units counted on mbarrier CS b + q: the
+  // product warps take the sources in turn, each as it arrives (docs/PERF.md, session 30).
   constexpr int NBH = 2 * S::CS;
-  static_assert(S::D / kRtProductWarps == S::R, "product warp w reads CTA w's units");
   AsyncFills<NBH> hx;
-  AsyncFills<1> px;  // a step's scores into sc and its partial w . h into qpart
+  AsyncFills<1> px;  // a step's summed scores into sc
   AsyncFills<1> rs;  // the partial scores of the CTA's slot groups into part
+  AsyncFills<1> qx;  // the CTAs' halves of w . h into qpart
   init_forward<S>(p, hx, px, rt_smem + l.bars, gb, r0, hl, wl,
-                  (uint32_t)((bg * N + cs * bg) * (int64_t)sizeof(float)));
+                  (uint32_t)(bg * N * (int64_t)sizeof(float)));
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // The scores' exchange is a reduce-scatter, then an all-gather: slot group gi = 2 row + half
   // (a warp's 32 slots) is summed by CTA gi % 8 (the 10 groups of 5 rows: CTAs 0 and 1 take two),
-  // where the warps past the products add the CTAs' partials and send the sums to every CTA. Each
-  // CTA sends 1 store a slot instead of cs, and the bytes (not the latency) set this exchange's
-  // time: 5 x 65 floats from each of 8 CTAs to all took ~1 280 cycles, 5 floats ~290
+  // where warps 8 and 9 add the CTAs' partials and send the sums to every CTA. Each CTA sends 1
+  // store a slot instead of cs, and the bytes (not the latency) set this exchange's time:
+  // 5 x 65 floats from each of 8 CTAs to all took ~1 280 cycles, 5 floats ~290
   // (scripts/bench/dsmem_send_patterns.cu).
   rs.init(rt_smem + l.bars + 8 * (NBH + 1),
           (uint32_t)(cs * rt_owned(rank, bg) * 32 * (int64_t)sizeof(float)));
-  // the thread's tape block: row tn, slots s0 + j, units u0 + u
+  qx.init(rt_smem + l.bars + 8 * (NBH + 2), (uint32_t)(2 * cs * bg * (int64_t)sizeof(float)));
+  // the thread's tape block: row tn, slots s0 + j, units u0 + u (the product warps: none)
   const int tn = tid / 64, half = warp & 1, sg = lane >> 3, ug = lane & 7, s0 = 32 * half + 8 * sg,
             u0 = 8 * ug;
   const bool trow = tn < bg, treal = trow && gb + tn < B;
@@ -242,13 +264,59 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
       if (treal) store8(ckrow + (s0 + j) * d, H[j], c16);  // checkpoint 0
     }
   }
+  sync_all<true>();  // every CTA started and initialized before the first remote store
+  if (warp >= kRtTapeWarps) {
+    // The product warps: W_write's product, w_t's step, then W_h's product for h_{t+1}. Why no
+    // CTA refills a state buffer that another still reads: CTA X sends h_{t+2} into buffer
+    // (t + 1) & 1 after its softmaxes of step t + 1, which wait for every CTA Y's w . h of step
+    // t + 1, which Y's product warps send after their W_h product of step t (the buffer's last
+    // read). qpart: Y sends w . h of step t + 1 after its wait for X's h_{t+1}, which X sends
+    // after its softmaxes of step t (which read qpart).
+    const int pw = warp - kRtTapeWarps, u = 32 * pw + lane;
+    const bool arm = pw == 0 && lane == 0;
+    bar_arrive<2, kRtThreads>();  // (the tape warps' r_0: no w yet)
+    rt_product<false>(sh, 0, Wh, red, pw, hx, false);  // step 0's W_h h0
+    for (int64_t t = 0; t < p.nt; t++) {
+      const int buf = (int)(t & 1);
+      __syncthreads();
+      rt_product<true>(sh, buf ^ 1, Ww, red2, pw, hx, arm);
+      __syncwarp();
+      bar_sync<3, kRtHCount>();  // h_t in hl
+      // w_t at unit u of the group's rows, the CTA's half of w . h summed over the warp; the
+      // sends first, then the stores (wl, w_t's checkpoint), which took ~500 cycles before them
+      // (3.11 -> 3.01 us a step)
+      float w[kRtRows], q[kRtRows];
+#pragma unroll
+      for (int k = 0; k < kRtRows; k++) {
+        w[k] = k < bg ? red2[k * LR + u] * uw : 0.f;
+        q[k] = k < bg ? w[k] * hl[k * R + u] : 0.f;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int k = 0; k < kRtRows; k++) q[k] += __shfl_xor_sync(0xffffffffu, q[k], o);
+      float v = 0.f;  // lane k < bg sends row k's
+#pragma unroll
+      for (int k = 0; k < kRtRows; k++) v = lane == k ? q[k] : v;
+      if (lane < bg) put_all_async<S::CS>(qpart + (rank * 2 + pw) * bg + lane, v, qx.of(0));
+#pragma unroll
+      for (int k = 0; k < kRtRows; k++)
+        if (k < bg) {
+          wl[k * R + u] = w[k];
+          if (gb + k < B) p.ckpt[(gb + k) * p.ck_len + p.ck_w + t * d + r0 + u] = w[k];  // w_t
+        }
+      bar_arrive<2, kRtThreads>();  // wl
+      if (t + 1 < p.nt) rt_product<false>(sh, buf ^ 1, Wh, red, pw, hx, false);
+    }
+    return;
+  }
   // The finishing threads: e23_fwd_tc's pairs, thread q units (r, r + 1) of batch row n.
   const int pairs = (int)bg * (R / 2), n = tid / (R / 2), r = 2 * (tid % (R / 2));
   const bool fin = tid < pairs && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * p.nt * d + c;
   const float scale2 = (1.f / sqrtf((float)d)) * 1.44269504088896340736f;  // as attend_lanes
   float bias[2] = {};  // b at (c, c + 1)
-  T xr[2] = {};  // step t's xw as loaded: converted after the product, so the load overlaps it
+  T xr[2] = {};  // step t's xw as loaded: converted at h_t, so the load has a step to land
   auto fetch = [&](int64_t t) {
 #pragma unroll
     for (int k = 0; k < 2; k++) xr[k] = p.xw[base + t * d + k];
@@ -272,35 +340,58 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
     put_some_async<S::CS, S::CS>(part + (rank * 2 + gi / S::CS) * 32 + lane, v[0], rs.of(0),
                                  gi % S::CS);
   };
-  // The CTA's partial w . h of batch row `row` (0 before the first step; then w_step's) into
-  // every CTA's qpart.
-  auto send_q = [&](float q, int row) {
-    q = warp_sum(q);
-    if (lane == 0) put_all_async<S::CS>(qpart + rank * bg + row, q, px.of(0));
-  };
-  // The CTA's slot groups (warp kRtProductWarps + m: group rank + CS m): the CTAs' partials added
-  // in rank order (as attend_lanes added them), the sums into every CTA's sc.
+  // The CTA's slot groups (warp kRtGatherWarp + m: group rank + CS m): the CTAs' partials added
+  // in rank order (as attend_lanes added them), the sums into every CTA's sc. Why no CTA refills
+  // part or sc early: X sends step t + 1's partial scores after its h_{t+1}, so after its
+  // softmaxes of step t, which waited for every owner's sums of step t (sent after reading part);
+  // an owner sends step t + 1's sums once every CTA's partials of step t + 1 arrived.
   auto gather = [&]() {
-    const int m = warp - kRtProductWarps;
+    const int m = warp - kRtGatherWarp;
     if (m < 0 || m >= rt_owned(rank, bg)) return;
-    rs.wait(0, tid == kRtProductWarps * 32);
+    rs.wait(0, tid == kRtGatherWarp * 32);
     float v = 0.f;
 #pragma unroll
     for (int q = 0; q < S::CS; q++) v += part[(q * 2 + m) * 32 + lane];
     const int gi = rank + S::CS * m;
     put_all_async<S::CS>(sc + (gi / 2) * N + 32 * (gi % 2) + lane, v, px.of(0));
   };
-  // Step t's weights, rank 0's also into the trace (cpu/e23.h): a_t and the next read weights
-  // r_{t+1} (t = -1: r_0 alone).
-  auto attend = [&](int64_t t) {
-    for (int g = warp; g < bg; g += kRtThreads / 32) {
-      float *row = rank == 0 && gb + g < B ? p.ckpt + (gb + g) * p.ck_len : nullptr;
-      float *ta = row && t >= 0 ? row + p.ck_a + t * N : nullptr;
-      float *tr = row && t + 1 < p.nt ? row + p.ck_r + (t + 1) * N : nullptr;
-      rt_attend<S::CS>(sc, qpart, (int)bg, g, scale2, t >= 0, lane, rbuf + g * N, abuf + g * N,
-                       ta, tr);
+  // Row g = warp's softmaxes in two halves (attend_lanes' math, slot lane + 32 k in register k,
+  // base 2): attend_a waits for the summed scores alone (a_t; at t = -1 r_0 alone), attend_r for
+  // w . h too (r_{t+1}); x and pa carry the row between them. The trace's stores are trace_copy's.
+  float ax[2], pa[2];
+  auto attend_a = [&](int64_t t) {
+    if (warp >= bg) return;
+#pragma unroll
+    for (int k = 0; k < 2; k++) ax[k] = sc[warp * N + lane + 32 * k] * scale2;
+    lanes_softmax<2>(ax, pa, N, lane);
+#pragma unroll
+    for (int k = 0; k < 2; k++) (t >= 0 ? abuf : rbuf)[warp * N + lane + 32 * k] = pa[k];
+  };
+  auto attend_r = [&]() {
+    if (warp >= bg) return;
+    qx.wait(0);
+    float q = 0.f, x[2], rn[2];
+#pragma unroll
+    for (int k = 0; k < 2 * S::CS; k++) q += qpart[k * bg + warp];
+    q *= scale2;
+#pragma unroll
+    for (int k = 0; k < 2; k++) x[k] = (1.f - pa[k]) * ax[k] + pa[k] * q;
+    lanes_softmax<2>(x, rn, N, lane);
+#pragma unroll
+    for (int k = 0; k < 2; k++) rbuf[warp * N + lane + 32 * k] = rn[k];
+  };
+  // Step t's weights into rank 0's trace (cpu/e23.h): a_t and r_{t+1} (t = -1: r_0 alone) from
+  // abuf and rbuf, by warps 5-9 at the head of step t + 1 (before barrier 1, after which the
+  // softmaxes refill them). On warps 0-4, these stores delayed the softmaxes' chain.
+  auto trace_copy = [&](int64_t t) {
+    if (rank != 0 || warp < kRtRows) return;
+    for (int k = tid - kRtRows * 32; k < (int)bg * N; k += kRtTapeThreads - kRtRows * 32) {
+      const int g = k / N, i = k % N;
+      if (gb + g >= B) continue;
+      float *row = p.ckpt + (gb + g) * p.ck_len;
+      if (t >= 0) row[p.ck_a + t * N + i] = abuf[k];
+      if (t + 1 < p.nt) row[p.ck_r + (t + 1) * N + i] = rbuf[k];
     }
-    __syncthreads();
   };
   // The block's part of the next read u = sum_i r_i H_new[i] after step t's attention weights
   // (t = -1: r_0 alone, from tape0), from the tape before step t's write: H_new[i] = (1 - a_i)
@@ -342,27 +433,21 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
 #pragma unroll
       for (int j = 0; j < 8; j++) store8(ckrow + (seg * N + s0 + j) * d, H[j], c16);
   };
-  sync_all<true>();  // every CTA started and initialized before the first remote store
   scores();
-  if (tid < pairs) send_q(0.f, n);
-  sh.product_from(0, Wh, (unsigned)LW);  // step 0's W_h h0; attend's barrier ends it
   gather();
   px.wait(0);
-  attend(-1);
+  attend_a(-1);
+  bar_sync<2, kRtThreads>();
   read_next(false);
   int64_t next_ck = p.C, seg = 1;  // the next checkpoint: before step next_ck, segment seg
   int64_t write_seg = -1;  // the write of step t - 1, due at step t: its checkpoint (0: none)
-  // A step as e23_fwd_tc's, with the tape's work as above and the scores' exchange in two rounds.
-  // Why no CTA refills a buffer another still reads: CTA X sends step t + 1's partial scores
-  // (part) and w . h (qpart) after the barrier past its product warps' waits for every CTA's
-  // h_{t+1} (warp w's for CTA w's), which each sends after its step t attention weights (which
-  // read sc and qpart), so after its gather (which read part); X sends the sums of step t + 1
-  // (sc) once every CTA's partials of step t + 1 arrived. The state buffers as e23_fwd_tc's.
+  // The state buffers as e23_fwd_tc's; the scores' and w . h's buffers: gather's and the
+  // product warps' comments.
   for (int64_t t = 0; t < p.nt; t++) {
     const int buf = (int)(t & 1);
-    __syncthreads();  // the halves' partial reads in up
+    __syncthreads();  // the halves' partial reads in up, W_h's product in red
     if (fin) {
-      const float2 s = sh.sum(n, r);
+      const float2 s = *reinterpret_cast<const float2 *>(red + n * LR + r);
       const float2 ua = *reinterpret_cast<const float2 *>(up + n * R + r);
       const float2 ub = *reinterpret_cast<const float2 *>(up + (kRtRows + n) * R + r);
       float hv[2];  // h_t at (c, c + 1)
@@ -378,37 +463,21 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
       }
       if (t + 1 < p.nt) fetch(t + 1);
     }
+    if (warp < kRtRows) bar_arrive<3, kRtHCount>();  // h_t in hl
+    trace_copy(t - 1);
     if (write_seg >= 0) write_step(write_seg);
-    if (warp < kRtProductWarps) hx.wait((buf ^ 1) * S::CS + warp, lane == 0);
-    sw.product_from(buf ^ 1, Ww, (unsigned)LW);
-    __syncthreads();  // W_write's partials in red2, h_t's units in hl
-    // w_t and the CTA's part of w_t . h_t for batch row wn = warp - kRtRows (lane: units r,
-    // r + 1), on the warps past the finishing ones, after their scores: the finishing warps go
-    // on to W_h's product and the softmaxes, which need w . h last (3.28 -> 3.24 us a step).
-    const int wn = warp - kRtRows;
-    auto w_step = [&]() {
-      if (wn < 0 || wn >= bg) return;  // (whole warps)
-      float q = 0.f;
-      if (gb + wn < B) {
-        float2 s = sw.sum(wn, r);
-        s.x *= uw, s.y *= uw;
-        *reinterpret_cast<float2 *>(wl + wn * R + r) = s;
-        *reinterpret_cast<float2 *>(p.ckpt + (gb + wn) * p.ck_len + p.ck_w + t * d + c) = s;  // w_t
-        const float2 h2 = *reinterpret_cast<const float2 *>(hl + wn * R + r);
-        q = s.x * h2.x + s.y * h2.y;
-      }
-      send_q(q, wn);
-    };
+    bar_sync<1, kRtTapeThreads>();  // h_t in hl
     scores();
-    w_step();
-    if (t + 1 < p.nt) sh.product_from(buf ^ 1, Wh, (unsigned)LW);
     gather();
     px.wait(0);
-    attend(t);
+    attend_a(t);
+    attend_r();
+    bar_sync<2, kRtThreads>();  // r, a in rbuf, abuf; w_t in wl
     read_next(true);
     write_seg = t + 1 == next_ck && t + 1 < p.nt ? seg : 0;
     if (t + 1 == next_ck) next_ck += p.C, seg++;
   }
+  trace_copy(p.nt - 1);
   if (write_seg >= 0) write_step(write_seg);  // the last step's
   if (treal) store_block(p.tapeT + ((gb + tn) * N + s0) * d + r0 + u0, H, d);  // the final tape
 }
