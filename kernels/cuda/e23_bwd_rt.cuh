@@ -306,14 +306,14 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         for (int g = 0; g < bg; g++) slot_sums(dH[g], a[g].x, a[g].y, upw + g * R, sg);
       }
       if (act) {  // the pairs' warps wait for every warp's partials, the others only arrive
-        asm volatile("bar.sync 1, %0;" ::"n"(kBrThreads) : "memory");
+        bar_sync<1, kBrThreads>();
         if (fin) {
           const float2 dw = warps_sum();
           put_scaled(sw, 0, dw);
           store(p.dw + base + t * d, dw.x), store(p.dw + base + t * d + 1, dw.y);
         }
       } else {
-        asm volatile("bar.arrive 1, %0;" ::"n"(kBrThreads) : "memory");
+        bar_arrive<1, kBrThreads>();
       }
       // First loop: H_t from H_{t+1} (unless replayed: `back`, compiled in so that no branch
       // splits the rows); the partial da_i = dH[i] . (w - H_t[i]) over the CTA's units to every

@@ -185,9 +185,10 @@ __device__ __forceinline__ void rt_product(const RtStep &st, int b, const __half
   wmma::store_matrix_sync(dst + p * 32, c[0], (unsigned)tc::ldr(kRtR), wmma::mem_col_major);
 }
 
-// Named barriers besides __syncthreads (0): 1, the tape warps (h_t in hl before the scores); 2,
-// the softmaxes' weights (the tape warps wait, the product warps arrive once w_t is in wl); 3,
-// h_t in hl for w . h (warps 0-4 arrive, the product warps wait).
+// Named barriers besides __syncthreads (0), COUNT threads, whole warps (e23_bwd_rt's too). Here:
+// 1, the tape warps (h_t in hl before the scores); 2, the softmaxes' weights (the tape warps
+// wait, the product warps arrive once w_t is in wl); 3, h_t in hl for w . h (warps 0-4 arrive,
+// the product warps wait).
 template <int ID, int COUNT> __device__ __forceinline__ void bar_sync() {
   asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
 }
