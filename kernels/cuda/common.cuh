@@ -94,6 +94,16 @@ __device__ __forceinline__ int64_t offset_of(const Layout &l, int64_t i) {
   return off;
 }
 
+// ---- named barriers ----
+// Barrier ID (1-15; __syncthreads is 0) of COUNT threads, counted by whole warps: bar_sync
+// waits for the COUNT, bar_arrive counts itself and goes on (a producer's side).
+template <int ID, int COUNT> __device__ __forceinline__ void bar_sync() {
+  asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
+}
+template <int ID, int COUNT> __device__ __forceinline__ void bar_arrive() {
+  asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
+}
+
 // ---- reductions ----
 // Over aligned groups of `width` lanes (a power of 2 up to 32; every lane of the warp takes part).
 template <typename A> __device__ __forceinline__ A warp_sum(A v, int width = 32) {

@@ -185,16 +185,10 @@ __device__ __forceinline__ void rt_product(const RtStep &st, int b, const __half
   wmma::store_matrix_sync(dst + p * 32, c[0], (unsigned)tc::ldr(kRtR), wmma::mem_col_major);
 }
 
-// Named barriers besides __syncthreads (0), COUNT threads, whole warps (e23_bwd_rt's too). Here:
+// The kernel's named barriers (cuda/common.cuh's bar_sync, bar_arrive) besides __syncthreads:
 // 1, the tape warps (h_t in hl before the scores); 2, the softmaxes' weights (the tape warps
 // wait, the product warps arrive once w_t is in wl); 3, h_t in hl for w . h (warps 0-4 arrive,
 // the product warps wait).
-template <int ID, int COUNT> __device__ __forceinline__ void bar_sync() {
-  asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
-}
-template <int ID, int COUNT> __device__ __forceinline__ void bar_arrive() {
-  asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
-}
 constexpr int kRtHCount = 32 * kRtRows + 32 * kRtProductWarps;  // barrier 3's threads
 
 template <typename T>
@@ -293,9 +287,7 @@ __global__ void __launch_bounds__(kRtThreads, 1) e23_fwd_rt(P23<T> p) {
         q[k] = k < bg ? w[k] * hl[k * R + u] : 0.f;
       }
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int k = 0; k < kRtRows; k++) q[k] += __shfl_xor_sync(0xffffffffu, q[k], o);
+      for (int k = 0; k < kRtRows; k++) q[k] = warp_sum(q[k]);
       float v = 0.f;  // lane k < bg sends row k's
 #pragma unroll
       for (int k = 0; k < kRtRows; k++) v = lane == k ? q[k] : v;
