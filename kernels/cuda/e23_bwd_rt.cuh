@@ -13,7 +13,9 @@
 // units as a reduce-scatter and an all-gather (as e23_fwd_rt's scores): 8.56 (session 29); dw and
 // dpre in half the bytes, the bound by one REDUX: 8.26 (session 30); each product before the
 // softmax gradient it does not need, dw's sums and sends before da's loop, the per-row
-// coefficients loaded ahead of their loops: 7.97 -> 7.22 (session 32).
+// coefficients loaded ahead of their loops: 7.97 -> 7.22 (session 32); the slot loops' vectors
+// placed free of bank conflicts (vperm) and the step back in three instructions an element:
+// 7.22 -> 6.67 (session 34).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
@@ -38,10 +40,10 @@ static_assert(BrStep::D / kBrWarps == BrStep::R, "product warp w's k slice: CTA 
 // slices [R][d + 8] as scaled f16 (rows padded: the fragment loads free of bank conflicts), the
 // partial sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and
 // part2 [bg][N], the step's a, r, 1 / (1 - a) and the softmax gradients dsa, dsr [bg][N], w_t and
-// dpre at the CTA's units [bg][R], h_t and h_{t-1} there hh [2][bg][R] (by step parity), the warps'
-// partial sums over slots up [8][bg][R], the warps' largest 1 / (1 - a) mx, the factors that scale
-// the state buffers' parts back sf [2][cs][bg] (put_scaled), and six mbarriers. 32-byte aligned
-// pieces (wmma pointers).
+// dpre at the CTA's units [bg][R], h_t and h_{t-1} there hh [2][bg][R] (by step parity; these four
+// with their units placed by vperm), the warps' partial sums over slots up [8][bg][R], the warps'
+// largest 1 / (1 - a) mx, the factors that scale the state buffers' parts back sf [2][cs][bg]
+// (put_scaled), and six mbarriers. 32-byte aligned pieces (wmma pointers).
 struct BrLay {
   size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, sf, bars;
   size_t total;
@@ -65,6 +67,18 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   l.bars = take(6 * 8);
   l.total = cv.at;
   return l;
+}
+
+// Where unit u of a [bg][R] vector that the slot loops read (w_t, h_t, h_{t-1}, dpre: vload) lies
+// in its row: the units 8 ug .. 8 ug + 7 of lane group ug as two 4-unit halves 32 floats apart, so
+// that each of the lane's two 16-byte loads reads 128 contiguous bytes over the 8 groups. With the
+// units in order, groups ug and ug + 4 fell on the same banks: each load took 8 wavefronts, not 4,
+// 1 600 of the ~6 100 a step a CTA (B = 64 N = 64, Nsight Compute; docs/PERF.md, session 34).
+// Units r, r + 1 (r even) stay adjacent, so the pairs' float2 accesses keep their form.
+__device__ __forceinline__ int vperm(int u) { return ((u & 4) << 3) + 4 * (u >> 3) + (u & 3); }
+__device__ __forceinline__ void load8v(float (&v)[8], const float *row, int ug) {
+  *reinterpret_cast<float4 *>(v) = *reinterpret_cast<const float4 *>(row + 4 * ug);
+  *reinterpret_cast<float4 *>(v + 4) = *reinterpret_cast<const float4 *>(row + 32 + 4 * ug);
 }
 
 // The warp's share of sum_j c_j X[j][u] over its slots (the thread's 2, then the warp's 4 slot
@@ -159,10 +173,14 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     const T *src = t >= 0 ? p.hs_in + (g * nt + t) * d + u : p.h0 ? p.h0 + g * d + u : nullptr;
     return real(q) && src ? *src : T(0.f);
   };
+  // Entry k (row k / 64, unit k % 64) of a [bg][R] vector as vperm places it, and the lane's 8
+  // units of row g of one.
+  auto vat = [](int k) { return (k & ~63) | vperm(k & 63); };
+  auto vload = [&](float (&v)[8], const float *x, int g) { load8v(v, x + g * R, ug); };
   auto h_store = [&](float *hb, const T (&h)[2]) {  // the entries' h into hh's buffer hb
 #pragma unroll
     for (int q = 0; q < 2; q++)
-      if (ent(q) < kBrEntries) hb[ent(q)] = load(&h[q]);
+      if (ent(q) < kBrEntries) hb[vat(ent(q))] = load(&h[q]);
   };
   float ta[2] = {}, tr[2] = {}, tw[2] = {};
   auto trace_step = [&](int64_t t) {
@@ -285,7 +303,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         hraw[q] = h_raw(q, t - 1);
         if (k < kBrEntries) {
           const float iq = 1.f / (1.f - ta[q]);
-          as[k] = ta[q], rs[k] = tr[q], wl[k] = tw[q], ia[k] = iq;
+          as[k] = ta[q], rs[k] = tr[q], wl[vat(k)] = tw[q], ia[k] = iq;
           most = fmaxf(most, iq);
         }
       }
@@ -323,20 +341,32 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
 #pragma unroll
         for (int g = 0; g < bg; g++) {
           float wv[8];
-          load8(wv, wl + g * R + u0);
+          vload(wv, wl, g);
           if constexpr (decltype(back)::value) {
-            const float2 a = pair2(as, g), q = pair2(ia, g);
+            // w - H_t[i] = (w - H_{t+1}[i]) / (1 - a_i): e = w - H_{t+1}[i] gives both da_i and
+            // H_t[i] = w - e / (1 - a_i), three instructions an element (the step back first took
+            // four: B = 64 N = 64 6.74-6.79 -> 6.65-6.67 us a step, session 34)
+            const float2 q = pair2(ia, g);
 #pragma unroll
-            for (int u = 0; u < 8; u++)
-              H[g][0][u] = (H[g][0][u] - a.x * wv[u]) * q.x,
-              H[g][1][u] = (H[g][1][u] - a.y * wv[u]) * q.y;
-          }
+            for (int j = 0; j < 2; j++) {
+              const float qj = j ? q.y : q.x;
+              float x = 0.f;
 #pragma unroll
-          for (int j = 0; j < 2; j++) {
-            float x = 0.f;
+              for (int u = 0; u < 8; u++) {
+                const float e = wv[u] - H[g][j][u];
+                x += dH[g][j][u] * e;
+                H[g][j][u] = fmaf(-e, qj, wv[u]);
+              }
+              v[2 * g + j] = x * qj;
+            }
+          } else {
 #pragma unroll
-            for (int u = 0; u < 8; u++) x += dH[g][j][u] * (wv[u] - H[g][j][u]);
-            v[2 * g + j] = x;
+            for (int j = 0; j < 2; j++) {
+              float x = 0.f;
+#pragma unroll
+              for (int u = 0; u < 8; u++) x += dH[g][j][u] * (wv[u] - H[g][j][u]);
+              v[2 * g + j] = x;
+            }
           }
         }
         unit_sums_send<CS>(v, gp1 + rank * bg * 8 + 2 * sg, gx.of(0), ug, warp);
@@ -359,10 +389,10 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       float2 dpre = make_float2(0.f, 0.f);
       if (act) {
         const float2 tot = scaled_sum(sw, 0, uw), acc = warps_sum();
-        const float2 hv = *reinterpret_cast<const float2 *>(hc + n * R + r);
+        const float2 hv = *reinterpret_cast<const float2 *>(hc + vat(n * R + r));
         dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
                            (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
-        *reinterpret_cast<float2 *>(dpl + n * R + r) = dpre;
+        *reinterpret_cast<float2 *>(dpl + vat(n * R + r)) = dpre;
       }
       __syncthreads();
       // dpre's sends after the barrier: the third loop needs only dpl, W_h's product (after it)
@@ -378,7 +408,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
 #pragma unroll
         for (int g = 0; g < bg; g++) {
           float dp[8];
-          load8(dp, dpl + g * R + u0);
+          vload(dp, dpl, g);
 #pragma unroll
           for (int j = 0; j < 2; j++) {
             float x = 0.f;
@@ -410,9 +440,9 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         const float2 qv = qs[g], av = pair2(as, g), sa = pair2(dsa, g), rv = pair2(rs, g);
         slot_sums(H[g], qv.x, qv.y, upw + g * R, sg);
         float x[8], y[8], z[8];
-        load8(x, hc + g * R + u0);
-        load8(y, dpl + g * R + u0);
-        load8(z, hp + g * R + u0);
+        vload(x, hc, g);
+        vload(y, dpl, g);
+        vload(z, hp, g);
         const float aj[2] = {av.x, av.y}, sj[2] = {scale * sa.x, scale * sa.y},
                     rj[2] = {rv.x, rv.y}, qj[2] = {scale * qv.x, scale * qv.y};
 #pragma unroll
