@@ -75,7 +75,10 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
 // units in order, groups ug and ug + 4 fell on the same banks: each load took 8 wavefronts, not 4,
 // 1 600 of the ~6 100 a step a CTA (B = 64 N = 64, Nsight Compute; docs/PERF.md, session 34).
 // Units r, r + 1 (r even) stay adjacent, so the pairs' float2 accesses keep their form.
+static_assert(kRtR == 64, "vperm places 8 groups of 8 units");
 __device__ __forceinline__ int vperm(int u) { return ((u & 4) << 3) + 4 * (u >> 3) + (u & 3); }
+// Entry k (row k / R, unit k % R) of a [bg][R] vector, as vperm places it.
+__device__ __forceinline__ int vat(int k) { return (k & ~(kRtR - 1)) | vperm(k & (kRtR - 1)); }
 __device__ __forceinline__ void load8v(float (&v)[8], const float *row, int ug) {
   *reinterpret_cast<float4 *>(v) = *reinterpret_cast<const float4 *>(row + 4 * ug);
   *reinterpret_cast<float4 *>(v + 4) = *reinterpret_cast<const float4 *>(row + 32 + 4 * ug);
@@ -173,9 +176,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     const T *src = t >= 0 ? p.hs_in + (g * nt + t) * d + u : p.h0 ? p.h0 + g * d + u : nullptr;
     return real(q) && src ? *src : T(0.f);
   };
-  // Entry k (row k / 64, unit k % 64) of a [bg][R] vector as vperm places it, and the lane's 8
-  // units of row g of one.
-  auto vat = [](int k) { return (k & ~63) | vperm(k & 63); };
+  // The lane's 8 units of row g of a vperm-placed [bg][R] vector.
   auto vload = [&](float (&v)[8], const float *x, int g) { load8v(v, x + g * R, ug); };
   auto h_store = [&](float *hb, const T (&h)[2]) {  // the entries' h into hh's buffer hb
 #pragma unroll
@@ -342,31 +343,21 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         for (int g = 0; g < bg; g++) {
           float wv[8];
           vload(wv, wl, g);
-          if constexpr (decltype(back)::value) {
-            // w - H_t[i] = (w - H_{t+1}[i]) / (1 - a_i): e = w - H_{t+1}[i] gives both da_i and
-            // H_t[i] = w - e / (1 - a_i), three instructions an element (the step back first took
-            // four: B = 64 N = 64 6.74-6.79 -> 6.65-6.67 us a step, session 34)
-            const float2 q = pair2(ia, g);
+          // Stepping back, w - H_t[i] = (w - H_{t+1}[i]) / (1 - a_i): e = w - H_{t+1}[i] gives
+          // both da_i and H_t[i] = w - e / (1 - a_i), three instructions an element (the step
+          // back first took four: B = 64 N = 64 6.74-6.79 -> 6.65-6.67 us a step, session 34).
+          const float2 q = decltype(back)::value ? pair2(ia, g) : make_float2(1.f, 1.f);
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-              const float qj = j ? q.y : q.x;
-              float x = 0.f;
+          for (int j = 0; j < 2; j++) {
+            const float qj = j ? q.y : q.x;
+            float x = 0.f;
 #pragma unroll
-              for (int u = 0; u < 8; u++) {
-                const float e = wv[u] - H[g][j][u];
-                x += dH[g][j][u] * e;
-                H[g][j][u] = fmaf(-e, qj, wv[u]);
-              }
-              v[2 * g + j] = x * qj;
+            for (int u = 0; u < 8; u++) {
+              const float e = wv[u] - H[g][j][u];
+              x += dH[g][j][u] * e;
+              if constexpr (decltype(back)::value) H[g][j][u] = fmaf(-e, qj, wv[u]);
             }
-          } else {
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-              float x = 0.f;
-#pragma unroll
-              for (int u = 0; u < 8; u++) x += dH[g][j][u] * (wv[u] - H[g][j][u]);
-              v[2 * g + j] = x;
-            }
+            v[2 * g + j] = decltype(back)::value ? x * qj : x;
           }
         }
         unit_sums_send<CS>(v, gp1 + rank * bg * 8 + 2 * sg, gx.of(0), ug, warp);
