@@ -15,7 +15,8 @@
 // softmax gradient it does not need, dw's sums and sends before da's loop, the per-row
 // coefficients loaded ahead of their loops: 7.97 -> 7.22 (session 32); the slot loops' vectors
 // placed free of bank conflicts (vperm) and the step back in three instructions an element:
-// 7.22 -> 6.67 (session 34).
+// 7.22 -> 6.67 (session 34); the trace's and h's addresses found once: 6.67 -> 6.54-6.62
+// (session 35).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
@@ -168,13 +169,22 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   auto ent = [&](int q) { return tid + kBrThreads * q; };
   auto real = [&](int q) { return ent(q) < kBrEntries && gb + ent(q) / 64 < B; };
   auto ckrow = [&](int64_t g) { return p.ck_in + (gb + g) * p.ck_len; };
-  auto trace = [&](int q, int64_t off) {  // of a_t (off ck_a + t N) or r_t
-    return real(q) ? ckrow(ent(q) / 64)[off + ent(q) % 64] : 0.f;
+  // The entries' places, fixed through the walk and so found once, not in 64-bit arithmetic at
+  // every step's head, which is on the walk's chain (B = 64 N = 64: 6.66-6.68 -> 6.60-6.64 us a
+  // step, session 35): their trace row and their column of hs (null where not real).
+  const float *tq[2];
+  const T *hq[2];
+#pragma unroll
+  for (int q = 0; q < 2; q++) {
+    tq[q] = real(q) ? ckrow(ent(q) / 64) + ent(q) % 64 : nullptr;
+    hq[q] = real(q) ? p.hs_in + (gb + ent(q) / 64) * nt * d + r0 + ent(q) % 64 : nullptr;
+  }
+  auto trace = [&](int q, int64_t off) {  // of a_t (off ck_a + t N), r_t or w_t (ck_w + t d + r0)
+    return tq[q] ? tq[q][off] : 0.f;
   };
   auto h_raw = [&](int q, int64_t t) {  // h_t as stored (t = -1: h0 or zero)
     const int64_t g = gb + ent(q) / 64, u = r0 + ent(q) % 64;
-    const T *src = t >= 0 ? p.hs_in + (g * nt + t) * d + u : p.h0 ? p.h0 + g * d + u : nullptr;
-    return real(q) && src ? *src : T(0.f);
+    return !hq[q] ? T(0.f) : t >= 0 ? hq[q][t * d] : p.h0 ? p.h0[g * d + u] : T(0.f);
   };
   // The lane's 8 units of row g of a vperm-placed [bg][R] vector.
   auto vload = [&](float (&v)[8], const float *x, int g) { load8v(v, x + g * R, ug); };

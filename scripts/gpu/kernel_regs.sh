@@ -19,13 +19,18 @@ trap 'rm -rf "$tmp"' EXIT
   echo 'template __global__ void e23_bwd_rt<__nv_bfloat16>(P23<__nv_bfloat16>);'
   echo '}  // namespace'
 } >"$tmp/rt.cu"
-cmd=$(cd "$BUILD" && ninja -t commands | grep -- "-c $src " | head -n1 || true)  # head: no early close
+# head, not grep -m1: grep's early exit would fail ninja's write, and so the pipeline (pipefail)
+cmd=$(cd "$BUILD" && ninja -t commands | grep -- "-c $src " | head -n1 || true)
 [ -n "$cmd" ] || { echo "no e23.cu command in $BUILD" >&2; exit 1; }
 # one target (a cubin is one): sm_90, the clusters' (whatever archs the build has)
 cmd=$(echo "$cmd" | sed -e "s# -MD -MT [^ ]* -MF [^ ]*##" -e 's# --generate-code=[^ ]*##g' -e 's# -arch=[^ ]*##g' \
   -e "s# -c $src -o [^ ]*# -arch=sm_90 -cubin -Xptxas -v $tmp/rt.cu -o $tmp/rt.cubin#")
-(cd "$BUILD" && eval "$cmd") 2>&1 | awk '
+if ! (cd "$BUILD" && eval "$cmd") >"$tmp/log" 2>&1 || ! grep -q "registers" "$tmp/log"; then
+  cat "$tmp/log" >&2
+  exit 1
+fi
+awk '
   /Compiling entry function/ { match($0, /e23_[a-z_]*rt/); name = substr($0, RSTART, RLENGTH) }
   /spill stores/ { spill = $0; sub(/^ */, "", spill) }
   /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print name ": " substr($0, RSTART, RLENGTH) ", " spill }
-  /error|fatal/ { print }'
+' "$tmp/log"
