@@ -160,6 +160,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   const int s0 = 8 * warp + 2 * sg, u0 = 8 * ug;  // the thread's slots and units
   // the pair threads: units (r, r + 1) of batch row n
   const int n = tid / (R / 2), r = 2 * (tid % (R / 2));
+  const int pv = vat(n * R + r);  // the pair's place in the vperm-placed vectors (h_t, dpre)
   const bool act = tid < bg * (R / 2), fin = act && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * nt * d + c;
   const float scale = 1.f / sqrtf((float)d);
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
               x += dH[g][j][u] * e;
               if constexpr (decltype(back)::value) H[g][j][u] = fmaf(-e, qj, wv[u]);
             }
-            v[2 * g + j] = decltype(back)::value ? x * qj : x;
+            v[2 * g + j] = x * qj;  // q = 1 where replayed: exact
           }
         }
         unit_sums_send<CS>(v, gp1 + rank * bg * 8 + 2 * sg, gx.of(0), ug, warp);
@@ -390,10 +391,10 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       float2 dpre = make_float2(0.f, 0.f);
       if (act) {
         const float2 tot = scaled_sum(sw, 0, uw), acc = warps_sum();
-        const float2 hv = *reinterpret_cast<const float2 *>(hc + vat(n * R + r));
+        const float2 hv = *reinterpret_cast<const float2 *>(hc + pv);
         dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
                            (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
-        *reinterpret_cast<float2 *>(dpl + vat(n * R + r)) = dpre;
+        *reinterpret_cast<float2 *>(dpl + pv) = dpre;
       }
       __syncthreads();
       // dpre's sends after the barrier: the third loop needs only dpl, W_h's product (after it)
