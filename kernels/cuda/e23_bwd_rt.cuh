@@ -16,20 +16,25 @@
 // coefficients loaded ahead of their loops: 7.97 -> 7.22 (session 32); the slot loops' vectors
 // placed free of bank conflicts (vperm) and the step back in three instructions an element:
 // 7.22 -> 6.67 (session 34); the trace's and h's addresses found once: 6.67 -> 6.54-6.62
-// (session 35).
+// (session 35); dH's rank-3 update on tensor cores (the lanes laid out as mma's accumulator):
+// 6.57 -> 6.39; the carry's slot sums deferred into the next step's second loop: 6.14; the
+// trace by cp.async a step ahead, no barrier after the first loop, dH in the accumulators' order:
+// 6.01-6.04 (session 36).
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
 // back a step at a time, H_t = (H_{t+1} - a_t w_t) / (1 - a_t), and replays the step's tape from
 // the segment's checkpoint where the bound on the errors' growth passes 2^kInvBits.
 //
-// Thread tid = 32 warp + 8 sg + ug holds every batch row g < 5 of the group at slots 8 warp + 2 sg
-// + j (j < 2) and units 8 ug + u (u < 8) of the CTA's R: 80 floats of H and 80 of dH. 256 threads
+// Thread tid = 32 warp + 4 ug + sg holds every batch row g < 5 of the group at slots 8 warp + 2 sg
+// + j (j < 2) and units 8 ug + u (u < 8) of the CTA's R: 80 floats of H and 80 of dH, as an
+// mma m16n8's accumulators lie (lane = 4 row + column pair; mma_bf16_16816). 256 threads
 // (8 warps, 2 a scheduler: up to 255 registers; at 320 threads, 3 warps on some scheduler leave
 // 168, and the 128 floats a thread of e23_fwd_rt's layout would hold spilled). The pair threads
 // (the first bg R / 2) finish units (r, r + 1) of batch row n as e23_bwd_tc's do. The threads
 // carry the group's entries of a step's trace (a_t, r_t: row k / 64, slot k % 64), of w_t and of
-// h_{t-1} (row k / 64, unit k % 64), k = tid and tid + 256, from global memory a step ahead.
+// h_{t-1} (row k / 64, unit k % 64), k = tid and tid + 256, from global memory a step ahead (the
+// trace by cp.async).
 
 constexpr int kBrThreads = 256, kBrEntries = kRtRows * kRtN, kBrWarps = kBrThreads / 32;
 using BrStep = tc::Step<__half, 2, 4, 8, tc::kSingle, kInvRows>;  // R = 64 rows of d = 512
@@ -40,13 +45,43 @@ static_assert(BrStep::D / kBrWarps == BrStep::R, "product warp w's k slice: CTA 
 // Shared memory: BrStep's state buffers (planes kInvRows rows apart), red, the transposed weight
 // slices [R][d + 8] as scaled f16 (rows padded: the fragment loads free of bank conflicts), the
 // partial sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and
-// part2 [bg][N], the step's a, r, 1 / (1 - a) and the softmax gradients dsa, dsr [bg][N], w_t and
-// dpre at the CTA's units [bg][R], h_t and h_{t-1} there hh [2][bg][R] (by step parity; these four
-// with their units placed by vperm), the warps' partial sums over slots up [8][bg][R], the warps'
-// largest 1 / (1 - a) mx, the factors that scale the state buffers' parts back sf [2][cs][bg]
-// (put_scaled), and six mbarriers. 32-byte aligned pieces (wmma pointers).
+// part2 [bg][N], the step's a, r, 1 / (1 - a) [2][bg][N] (by step parity: the next step's arrive
+// during this one) and the softmax gradients dsa, dsr [bg][N], w_t [2][bg][R] and dpre [bg][R] at
+// the CTA's units, h_t and h_{t-1} there hh [2][bg][R] (by step parity; these four with their
+// units placed by vperm), the update's terms ax (below), the warps' partial sums over slots up
+// [8][bg][R], the warps' largest 1 / (1 - a) mx, the factors that scale the state buffers' parts
+// back sf [2][cs][bg] (put_scaled), and six mbarriers. 32-byte aligned pieces (wmma pointers).
+//
+// dH's update takes its rank-3 part, scale dsa_i h_t + r_i dpre + scale dsr_i h_{t-1}, from one
+// tensor-core product a row and 16 units (mma m16n8k16, bf16 in, f32 accumulating onto dH): M the
+// units 8 ug + 2 m + (row >= 8) of tile m, N the warp's 8 slots, K four terms of 4 columns, term
+// sg (the lane's, as A's and B's fragments lay their columns) its vector x (h_t, dpre, h_{t-1},
+// zero) by its coefficient c (scale dsa, r, scale dsr, zero) as x_hi c_hi + x_lo c_hi + x_hi c_lo
+// (bf16 halves: ~2^-17 relative, f32's range). The accumulator then lies as dH's registers do:
+// lane (ug, sg) holds units 8 ug .. 8 ug + 7 (tile m: 2 m, 2 m + 1) of slots 2 sg, 2 sg + 1.
+// ax holds every term's x as words (x_hi low, x_lo high) [bg][4][kAxLd], units placed by vperm:
+// term rows 288 bytes apart, so the 8 lanes of a quarter-warp (2 ug, 4 sg) load 8 distinct bank
+// groups. Term slots: 0 and 2 h by step parity (bf16: x_lo = 0), 1 dpre, 3 zero.
+constexpr int kAxLd = 72;
+__device__ __forceinline__ uint32_t bf16_hilo(float x) {
+  const __nv_bfloat16 hi = __float2bfloat16_rn(x);
+  const __nv_bfloat162 w = __halves2bfloat162(hi, __float2bfloat16_rn(x - __bfloat162float(hi)));
+  return *reinterpret_cast<const uint32_t *>(&w);
+}
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+  const __nv_bfloat162 w = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t *>(&w);
+}
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                               uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 struct BrLay {
-  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, up, mx, sf, bars;
+  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, ax, up, mx, sf, bars;
   size_t total;
 };
 __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
@@ -61,8 +96,10 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   l.gp2 = take(cs * kRtRows * 8 * f);
   l.part1 = take(row);
   l.part2 = take(row);
-  l.as = take(row), l.rs = take(row), l.ia = take(row), l.dsa = take(row), l.dsr = take(row);
-  l.wl = take(row), l.dpl = take(row), l.hh = take(2 * row), l.up = take(kBrWarps * row);
+  l.as = take(2 * row), l.rs = take(2 * row), l.ia = take(2 * row), l.dsa = take(row);
+  l.dsr = take(row), l.wl = take(2 * row), l.dpl = take(row), l.hh = take(2 * row);
+  l.up = take(kBrWarps * row);
+  l.ax = take((size_t)kRtRows * 4 * kAxLd * 4);
   l.mx = take(kBrWarps * f);
   l.sf = take(2 * cs * kRtRows * f);
   l.bars = take(6 * 8);
@@ -70,12 +107,13 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   return l;
 }
 
-// Where unit u of a [bg][R] vector that the slot loops read (w_t, h_t, h_{t-1}, dpre: vload) lies
-// in its row: the units 8 ug .. 8 ug + 7 of lane group ug as two 4-unit halves 32 floats apart, so
-// that each of the lane's two 16-byte loads reads 128 contiguous bytes over the 8 groups. With the
-// units in order, groups ug and ug + 4 fell on the same banks: each load took 8 wavefronts, not 4,
-// 1 600 of the ~6 100 a step a CTA (B = 64 N = 64, Nsight Compute; docs/PERF.md, session 34).
-// Units r, r + 1 (r even) stay adjacent, so the pairs' float2 accesses keep their form.
+// Where unit u of a [bg][R] vector that the slot loops read (w_t, h_t, dpre: vload; ax's words)
+// lies in its row: the units 8 ug .. 8 ug + 7 of lane group ug as two 4-unit halves 32 floats
+// apart. A quarter-warp's lanes (ug 2q and 2q + 1, every sg) then read ax's 4 term rows (288
+// bytes apart) in 8 distinct 16-byte bank groups; with the units in order, sg and ug's offsets
+// collided. (It was placed so when lane = 8 sg + ug, for the 8 groups' loads: 8 wavefronts a load
+// -> 4, docs/PERF.md, session 34.) Units r, r + 1 (r even) stay adjacent, so the pairs' float2
+// accesses keep their form.
 static_assert(kRtR == 64, "vperm places 8 groups of 8 units");
 __device__ __forceinline__ int vperm(int u) { return ((u & 4) << 3) + 4 * (u >> 3) + (u & 3); }
 // Entry k (row k / R, unit k % R) of a [bg][R] vector, as vperm places it.
@@ -86,31 +124,33 @@ __device__ __forceinline__ void load8v(float (&v)[8], const float *row, int ug) 
 }
 
 // The warp's share of sum_j c_j X[j][u] over its slots (the thread's 2, then the warp's 4 slot
-// groups by a reduce-scatter) into up at units uo, uo + 1 (uo: the lane's pair of its 8 units).
+// groups, lanes 1 and 2 apart, by a reduce-scatter) into up at units uo, uo + 1 (uo: the lane's
+// pair of its 8 units).
 __device__ __forceinline__ void slot_sums(const float (&X)[2][8], float c0, float c1, float *up,
                                           int sg) {
   float v[8];
 #pragma unroll
   for (int u = 0; u < 8; u++) v[u] = c0 * X[0][u] + c1 * X[1][u];
-  fold<4>(v, sg & 2, 16);
-  fold<2>(v, sg & 1, 8);
+  fold<4>(v, sg & 2, 2);
+  fold<2>(v, sg & 1, 1);
   *reinterpret_cast<float2 *>(up + 4 * (sg >> 1) + 2 * (sg & 1)) = make_float2(v[0], v[1]);
 }
 // The partial sums over the CTA's units of every row's 2 slots (v[2 g + j]; the thread's 8 units
-// summed) reduce-scattered over the 8 unit groups and sent to the CTA that sums the warp's slot
-// group, CTA `to` (row g slot j at gp[8 g + j]; counted on bar): lane ug sends row ug / 2's slot
-// ug % 2, lanes 0 and 1 row 4's. The warp's lanes all store to that one CTA.
+// summed) reduce-scattered over the 8 unit groups (lanes 4, 8, 16 apart) and sent to the CTA that
+// sums the warp's slot group, CTA `to` (row g slot j at gp[8 g + j]; counted on bar): unit group
+// ug sends row ug / 2's slot ug % 2, groups 0 and 1 row 4's. The warp's lanes all store to that
+// one CTA.
 template <int CS>
 __device__ __forceinline__ void unit_sums_send(float (&v)[2 * kRtRows], float *gp, uint32_t bar,
                                                int ug, int to) {
   static_assert(kRtRows == 5, "rows 0-3 scattered over the 8 lanes, row 4 summed");
   float x[8] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}, y[2] = {v[8], v[9]};
-  fold<4>(x, ug & 4, 4);
-  fold<2>(x, ug & 2, 2);
-  fold<1>(x, ug & 1, 1);
-  fold<1>(y, ug & 1, 1);
-  y[0] += __shfl_xor_sync(0xffffffffu, y[0], 2);
-  y[0] += __shfl_xor_sync(0xffffffffu, y[0], 4);
+  fold<4>(x, ug & 4, 16);
+  fold<2>(x, ug & 2, 8);
+  fold<1>(x, ug & 1, 4);
+  fold<1>(y, ug & 1, 4);
+  y[0] += __shfl_xor_sync(0xffffffffu, y[0], 8);
+  y[0] += __shfl_xor_sync(0xffffffffu, y[0], 16);
   put_some_async<CS, CS>(gp + (ug >> 1) * 8 + (ug & 1), x[0], bar, to);
   if (ug < 2) put_some_async<CS, CS>(gp + 4 * 8 + ug, y[0], bar, to);
 }
@@ -130,9 +170,10 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   const BrLay l = br_layout(d, CS);
   auto sm = [&](size_t at) { return reinterpret_cast<float *>(br_smem + at); };
   float *gp1 = sm(l.gp1), *gp2 = sm(l.gp2), *part1 = sm(l.part1), *part2 = sm(l.part2);
-  float *as = sm(l.as), *rs = sm(l.rs);
-  float *ia = sm(l.ia), *dsa = sm(l.dsa), *dsr = sm(l.dsr), *wl = sm(l.wl), *dpl = sm(l.dpl);
+  float *asb = sm(l.as), *rsb = sm(l.rs), *iab = sm(l.ia), *wlb = sm(l.wl);  // [2] by step parity
+  float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
   float *hh = sm(l.hh), *up = sm(l.up), *mx = sm(l.mx);
+  uint32_t *ax = reinterpret_cast<uint32_t *>(br_smem + l.ax);
   float *sf = sm(l.sf);
   __half *Wh = reinterpret_cast<__half *>(br_smem + l.wh);
   __half *Ww = reinterpret_cast<__half *>(br_smem + l.ww);
@@ -144,6 +185,9 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   const float uw = rt_stage(Ww, p.Ww, d, r0, scratch, true);  // W_write^T's by uw
   sh.init_state((const T *)nullptr, gb, bg, B);
   for (int k = (int)threadIdx.x; k < 2 * CS * bg; k += kBrThreads) sf[k] = 0.f;
+  for (int k = (int)threadIdx.x; k < kBrEntries; k += kBrThreads) dsr[k] = 0.f;  // dsr_{T}: none
+  for (int k = (int)threadIdx.x; k < bg * kAxLd; k += kBrThreads)  // ax's zero term
+    ax[((k / kAxLd) * 4 + 3) * kAxLd + k % kAxLd] = 0u;
   // sx: dw / dpre into state buffer 0 / 1 (the group's real rows as scaled f16, and each CTA's
   // factors into sf: put_scaled); gx: the partial da / dr of the CTA's slot group, every CTA's
   // bg x 8, into gp1 / gp2; dx: their sums, every slot group's, into part1 / part2. The sums over
@@ -156,7 +200,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   sx.init(br_smem + l.bars, (uint32_t)(min((int64_t)bg, B - gb) * sx_row));
   dx.init(br_smem + l.bars + 16, (uint32_t)(SL * (int)sizeof(float)));
   gx.init(br_smem + l.bars + 32, (uint32_t)(cs * bg * 8 * (int)sizeof(float)));
-  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, sg = lane >> 3, ug = lane & 7;
+  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, sg = lane & 3, ug = lane >> 2;
   const int s0 = 8 * warp + 2 * sg, u0 = 8 * ug;  // the thread's slots and units
   // the pair threads: units (r, r + 1) of batch row n
   const int n = tid / (R / 2), r = 2 * (tid % (R / 2));
@@ -180,31 +224,63 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     tq[q] = real(q) ? ckrow(ent(q) / 64) + ent(q) % 64 : nullptr;
     hq[q] = real(q) ? p.hs_in + (gb + ent(q) / 64) * nt * d + r0 + ent(q) % 64 : nullptr;
   }
-  auto trace = [&](int q, int64_t off) {  // of a_t (off ck_a + t N), r_t or w_t (ck_w + t d + r0)
-    return tq[q] ? tq[q][off] : 0.f;
-  };
   auto h_raw = [&](int q, int64_t t) {  // h_t as stored (t = -1: h0 or zero)
     const int64_t g = gb + ent(q) / 64, u = r0 + ent(q) % 64;
     return !hq[q] ? T(0.f) : t >= 0 ? hq[q][t * d] : p.h0 ? p.h0[g * d + u] : T(0.f);
   };
   // The lane's 8 units of row g of a vperm-placed [bg][R] vector.
   auto vload = [&](float (&v)[8], const float *x, int g) { load8v(v, x + g * R, ug); };
-  auto h_store = [&](float *hb, const T (&h)[2]) {  // the entries' h into hh's buffer hb
+  // The entries' h_t into hh's buffer of t's parity, and as ax's words (bf16: x_lo = 0).
+  auto h_store = [&](int64_t t, const T (&h)[2]) {
 #pragma unroll
     for (int q = 0; q < 2; q++)
-      if (ent(q) < kBrEntries) hb[vat(ent(q))] = load(&h[q]);
+      if (ent(q) < kBrEntries) {
+        const int k = ent(q);
+        hh[(t & 1) * SL + vat(k)] = load(&h[q]);
+        ax[((k >> 6) * 4 + 2 * (int)(t & 1)) * kAxLd + vperm(k & 63)] = bf16_hilo(load(&h[q]));
+      }
   };
-  float ta[2] = {}, tr[2] = {}, tw[2] = {};
-  auto trace_step = [&](int64_t t) {
+  // Step t's trace by cp.async into the buffers of t's parity, during step t + 1 (no registers
+  // hold it in flight, and the head finds it there: B = 64 N = 64 -0.07 us a step, session 36).
+  // The entries past the group's rows stay zero.
+#pragma unroll
+  for (int q = 0; q < 2; q++)
+    if (ent(q) < kBrEntries && !real(q))
+      for (int o = 0; o < 2 * kBrEntries; o += kBrEntries)
+        asb[o + ent(q)] = 0.f, rsb[o + ent(q)] = 0.f, wlb[o + vat(ent(q))] = 0.f;
+  auto trace_async = [&](int64_t t) {
+    const int o = (int)(t & 1) * kBrEntries;
 #pragma unroll
     for (int q = 0; q < 2; q++)
-      ta[q] = trace(q, p.ck_a + t * N), tr[q] = trace(q, p.ck_r + t * N),
-      tw[q] = trace(q, p.ck_w + t * d + r0);
+      if (tq[q]) {
+        const int k = ent(q);
+        cp_async4(asb + o + k, tq[q] + p.ck_a + t * N, true);
+        cp_async4(rsb + o + k, tq[q] + p.ck_r + t * N, true);
+        cp_async4(wlb + o + vat(k), tq[q] + p.ck_w + t * d + r0, true);
+      }
+    cp_async_commit();
   };
-  float H[bg][2][8], dH[bg][2][8];
+  // dH as the update's accumulators lie (mma_bf16_16816): dHq[g][m] = slots (0, 1) of unit 2 m,
+  // then of unit 2 m + 1, so that its products take them in place (in [2][8] order ptxas moved
+  // ~54 values a step in and out of the fragments; B = 64 N = 64 ~-0.03 us a step, session 36);
+  // dh(g, j, u) is slot j's unit u.
+  float H[bg][2][8], dHq[bg][4][4];
+  auto dh = [&](int g, int j, int u) -> float & { return dHq[g][u >> 1][(u & 1) * 2 + j]; };
+  auto dh_block = [&](float (&X)[2][8], int g) {
 #pragma unroll
-  for (int g = 0; g < bg; g++)
-    load_block(dH[g], p.dtapeT + ((gb + g) * N + s0) * d + r0 + u0, d, gb + g < B && p.dtapeT);
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int u = 0; u < 8; u++) X[j][u] = dh(g, j, u);
+  };
+#pragma unroll
+  for (int g = 0; g < bg; g++) {
+    float X[2][8];
+    load_block(X, p.dtapeT + ((gb + g) * N + s0) * d + r0 + u0, d, gb + g < B && p.dtapeT);
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int u = 0; u < 8; u++) dh(g, j, u) = X[j][u];
+  }
   // The tape after `steps` writes of segment kseg: its checkpoint replayed with the forward's
   // expression (tape_write) from the trace.
   auto replay = [&](int64_t kseg, int steps) {
@@ -234,9 +310,9 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     carry.x += load(p.dhs + base + (nt - 1) * d), carry.y += load(p.dhs + base + (nt - 1) * d + 1);
   // the last step's trace and h_t, then the walk
   if (nt > 0) {
-    trace_step(nt - 1);
+    trace_async(nt - 1);
     const T h[2] = {h_raw(0, nt - 1), h_raw(1, nt - 1)};
-    h_store(hh + ((nt - 1) & 1) * SL, h);
+    h_store(nt - 1, h);
   }
   __syncthreads();
   sync_all<true>();  // every CTA's mbarriers initialized before the first remote fill
@@ -305,17 +381,21 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     grown = 0.f;
     for (int s = L - 1; s >= 0; s--) {
       const int64_t t = t0 + s;
-      float *hc = hh + (t & 1) * SL, *hp = hh + ((t - 1) & 1) * SL;
-      // the step's trace in place; the bound on the errors' growth
+      const float *hc = hh + (t & 1) * SL;
+      const int po = (int)(t & 1) * kBrEntries;  // the step's trace buffers
+      const float *as = asb + po, *rs = rsb + po, *wl = wlb + po;
+      float *ia = iab + po;
+      // the bound on the errors' growth, from the step's trace
       float most = 1.f;
+      cp_async_wait();
       T hraw[2];  // h_{t-1}: stored after the third loop, its latency hidden
 #pragma unroll
       for (int q = 0; q < 2; q++) {
         const int k = ent(q);
         hraw[q] = h_raw(q, t - 1);
         if (k < kBrEntries) {
-          const float iq = 1.f / (1.f - ta[q]);
-          as[k] = ta[q], rs[k] = tr[q], wl[vat(k)] = tw[q], ia[k] = iq;
+          const float iq = 1.f / (1.f - as[k]);
+          ia[k] = iq;
           most = fmaxf(most, iq);
         }
       }
@@ -324,7 +404,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       // dw = sum_i a_i dH[i] over slots into up first (it needs only dH): the pairs add the warps'
       // partials behind a named barrier and send dw while every warp runs the first loop, so
       // W_write's product finds it there after that loop. The slot sums' per-row coefficients
-      // (here, in the second loop and in the fourth) are loaded ahead of the rows' chains: each
+      // (here and in the second loop) are loaded ahead of the rows' chains: each
       // row's chain of FMAs and shuffles runs alone (the registers leave no room to interleave
       // two), so a load at its head is latency on the step's path. The first loop loads its a_i
       // again rather than keep these 10 registers live through it.
@@ -333,7 +413,11 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
 #pragma unroll
         for (int g = 0; g < bg; g++) a[g] = pair2(as, g);
 #pragma unroll
-        for (int g = 0; g < bg; g++) slot_sums(dH[g], a[g].x, a[g].y, upw + g * R, sg);
+        for (int g = 0; g < bg; g++) {
+          float X[2][8];
+          dh_block(X, g);
+          slot_sums(X, a[g].x, a[g].y, upw + g * R, sg);
+        }
       }
       if (act) {  // the pairs' warps wait for every warp's partials, the others only arrive
         bar_sync<1, kBrThreads>();
@@ -365,7 +449,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
 #pragma unroll
             for (int u = 0; u < 8; u++) {
               const float e = wv[u] - H[g][j][u];
-              x += dH[g][j][u] * e;
+              x += dh(g, j, u) * e;
               if constexpr (decltype(back)::value) H[g][j][u] = fmaf(-e, qj, wv[u]);
             }
             v[2 * g + j] = x * qj;  // q = 1 where replayed: exact
@@ -375,14 +459,31 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       };
       if (exact) first_loop(std::false_type{});
       else first_loop(std::true_type{});
-      __syncthreads();
+      // No barrier here: the named one's phases stay apart (the head's barrier lies between), and
+      // what the step writes next (red, dsa, the trace buffers of step t - 1's parity) was last
+      // read before the head's (B = 64 N = 64: -0.05 us a step, session 36).
       gather(0, gp1, part1);
-      through(0, part1, as, dsa, sw, Ww, [] {});  // a = softmax(scale H h_t), w = W_write h_t
-      // Second loop: sum_i dsa_i H[i] over slots, for dpre
+      // the next step's trace; sigma = a_t . dsr_{t+1} of the pair warp's row (warp n < bg is row
+      // n's) for the carry's deferred term (second loop), while the warp waits for da's sums
+      float sig = 0.f;
+      through(0, part1, as, dsa, sw, Ww, [&] {
+        if (t >= 1) trace_async(t - 1);
+        if (warp < bg)
+          sig = warp_sum(as[warp * N + lane] * dsr[warp * N + lane] +
+                         as[warp * N + lane + 32] * dsr[warp * N + lane + 32]);
+      });  // a = softmax(scale H h_t), w = W_write h_t
+      // Second loop: sum_i dsa_i H[i] over slots, for dpre, and with it the carry's term of the
+      // step after, scale sum_i dsr_{t+1,i} H_{t+1}[i], deferred to here as
+      // scale (sum_i (1 - a_i) dsr_{t+1,i} H[i] + sigma w_t) (H_{t+1} = (1 - a) H + a w^T): the
+      // fourth loop then sums nothing over slots (B = 64 N = 64: 6.39 -> 6.14 us a step,
+      // session 36)
       {
         float2 cv[bg];
 #pragma unroll
-        for (int g = 0; g < bg; g++) cv[g] = pair2(dsa, g);
+        for (int g = 0; g < bg; g++) {
+          const float2 sa = pair2(dsa, g), q = pair2(dsr, g), av = pair2(as, g);
+          cv[g] = make_float2(sa.x + (1.f - av.x) * q.x, sa.y + (1.f - av.y) * q.y);
+        }
 #pragma unroll
         for (int g = 0; g < bg; g++) slot_sums(H[g], cv[g].x, cv[g].y, upw + g * R, sg);
       }
@@ -390,11 +491,15 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       T graw[2] = {};  // dhs_{t-1}: converted at the carry, so the load's latency hides
       float2 dpre = make_float2(0.f, 0.f);
       if (act) {
-        const float2 tot = scaled_sum(sw, 0, uw), acc = warps_sum();
+        const float2 tot = scaled_sum(sw, 0, uw), wv = *reinterpret_cast<const float2 *>(wl + pv);
+        float2 acc = warps_sum();
+        acc.x += sig * wv.x, acc.y += sig * wv.y;
         const float2 hv = *reinterpret_cast<const float2 *>(hc + pv);
         dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
                            (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
         *reinterpret_cast<float2 *>(dpl + pv) = dpre;
+        *reinterpret_cast<uint2 *>(ax + (n * 4 + 1) * kAxLd + vperm(r)) =
+            make_uint2(bf16_hilo(dpre.x), bf16_hilo(dpre.y));
       }
       __syncthreads();
       // dpre's sends after the barrier: the third loop needs only dpl, W_h's product (after it)
@@ -422,51 +527,59 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         unit_sums_send<CS>(v, gp2 + rank * bg * 8 + 2 * sg, gx.of(1), ug, warp);
       }
       gather(1, gp2, part2);
-      h_store(hp, hraw);
-      // r = softmax(scale H h_{t-1}), W_h; the next step's trace loaded after the product (its
-      // address arithmetic had delayed the product's start)
-      through(1, part2, rs, dsr, sh, Wh, [&] {
-        if (t >= 1) trace_step(t - 1);
-      });
-      // Fourth loop: sum_i dsr_i H[i] over slots for the carry; dH through the step,
-      // dH_t[i] = (1 - a_i) dH[i] + scale dsa_i h_t + r_i dpre + scale dsr_i h_{t-1}
-      // W_h^T dpre for the carry read here, not after the loop: the pairs' loads and FMAs fill
-      // the loop's latency instead of waiting after its barrier (B = 64 N = 64: -0.05 us a step)
+      h_store(t - 1, hraw);
+      through(1, part2, rs, dsr, sh, Wh, [] {});  // r = softmax(scale H h_{t-1}), W_h
+      // W_h^T dpre for the carry read before the fourth loop: the pairs' loads and FMAs fill the
+      // loop's latency (B = 64 N = 64: -0.05 us a step, session 32)
       float2 hdp = make_float2(0.f, 0.f);
       if (act) hdp = scaled_sum(sh, 1, uh);
-      float2 qs[bg];
-#pragma unroll
-      for (int g = 0; g < bg; g++) qs[g] = pair2(dsr, g);
+      // Fourth loop: dH through the step, dH_t[i] = (1 - a_i) dH[i] + scale dsa_i h_t + r_i dpre +
+      // scale dsr_i h_{t-1}, the rank-3 part on tensor cores (mma_bf16_16816: 4 a row, not 48 FP
+      // instructions; B = 64 N = 64: 6.57 -> 6.39 us a step, session 36). The lane's term: its
+      // words' row in ax and its slot's coefficient.
+      const uint32_t *xa =
+          ax + (sg == 0 ? 2 * (int)(t & 1) : sg == 2 ? 2 * (int)((t - 1) & 1) : sg) * kAxLd;
+      const float *cb = (sg == 1 ? rs : sg == 2 ? dsr : dsa) + 8 * warp + ug;
+      const float cm = sg == 1 ? 1.f : sg == 3 ? 0.f : scale;
 #pragma unroll
       for (int g = 0; g < bg; g++) {
-        const float2 qv = qs[g], av = pair2(as, g), sa = pair2(dsa, g), rv = pair2(rs, g);
-        slot_sums(H[g], qv.x, qv.y, upw + g * R, sg);
-        float x[8], y[8], z[8];
-        vload(x, hc, g);
-        vload(y, dpl, g);
-        vload(z, hp, g);
-        const float aj[2] = {av.x, av.y}, sj[2] = {scale * sa.x, scale * sa.y},
-                    rj[2] = {rv.x, rv.y}, qj[2] = {scale * qv.x, scale * qv.y};
+        const float2 av = pair2(as, g);
+        const float cf = cm * cb[g * N];
+        const uint32_t b0 = bf16_pair(cf, cf);                                 // c_hi, c_hi
+        const uint32_t b1 = bf16_pair(cf - __uint_as_float(b0 << 16), 0.f);  // c_lo, 0
+        float xw[8];
+        load8v(xw, reinterpret_cast<const float *>(xa + g * 4 * kAxLd), ug);
+        const float o0 = 1.f - av.x, o1 = 1.f - av.y;
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+        for (int m = 0; m < 4; m++) {
+          float(&c4)[4] = dHq[g][m];
+          c4[0] *= o0, c4[1] *= o1, c4[2] *= o0, c4[3] *= o1;
+          const uint32_t x0 = __float_as_uint(xw[2 * m]), x1 = __float_as_uint(xw[2 * m + 1]);
+          mma_bf16_16816(c4, x0, x1, x0, x1, b0, b1);
+        }
+      }
+      // the carry without its slot sums (deferred to the next step's second loop): no barrier
+      if (act) carry = make_float2(hdp.x + load(&graw[0]), hdp.y + load(&graw[1]));
+    }
+  }
+  if (nt > 0) {  // step 0's deferred term: scale sum_i dsr_{0,i} H_0[i]
 #pragma unroll
-          for (int u = 0; u < 8; u += 2) {  // e23_bwd_tc's dh_through, a pair of units at a time
-            const float2 v = dh_through(make_float2(dH[g][j][u], dH[g][j][u + 1]), aj[j], sj[j],
-                                        rj[j], qj[j], make_float2(x[u], x[u + 1]),
-                                        make_float2(z[u], z[u + 1]), make_float2(y[u], y[u + 1]));
-            dH[g][j][u] = v.x, dH[g][j][u + 1] = v.y;
-          }
-      }
-      __syncthreads();
-      if (act) {
-        const float2 back = warps_sum();
-        carry = make_float2(hdp.x + scale * back.x + load(&graw[0]),
-                            hdp.y + scale * back.y + load(&graw[1]));
-      }
+    for (int g = 0; g < bg; g++) {
+      const float2 q = pair2(dsr, g);
+      slot_sums(H[g], q.x, q.y, upw + g * R, sg);
+    }
+    __syncthreads();
+    if (act) {
+      const float2 back = warps_sum();
+      carry.x += scale * back.x, carry.y += scale * back.y;
     }
   }
 #pragma unroll
   for (int g = 0; g < bg; g++)
-    if (gb + g < B) store_block(p.dtape0 + ((gb + g) * N + s0) * d + r0 + u0, dH[g], d);
+    if (gb + g < B) {
+      float X[2][8];
+      dh_block(X, g);
+      store_block(p.dtape0 + ((gb + g) * N + s0) * d + r0 + u0, X, d);
+    }
   if (fin) store(p.dh0 + (gb + n) * d + c, carry.x), store(p.dh0 + (gb + n) * d + c + 1, carry.y);
 }
