@@ -47,8 +47,8 @@ static_assert(BrStep::D / kBrWarps == BrStep::R, "product warp w's k slice: CTA 
 // partial sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and
 // part2 [bg][N], the step's a, r, 1 / (1 - a) [2][bg][N] (by step parity: the next step's arrive
 // during this one) and the softmax gradients dsa, dsr [bg][N], w_t [2][bg][R] and dpre [bg][R] at
-// the CTA's units, h_t and h_{t-1} there hh [2][bg][R] (by step parity; these four with their
-// units placed by vperm), the update's terms ax (below), the warps' partial sums over slots up
+// the CTA's units (placed by vperm), the update's terms ax (below; h_t and h_{t-1} are read from
+// there), the warps' partial sums over slots up
 // [8][bg][R], the warps' largest 1 / (1 - a) mx, the factors that scale the state buffers' parts
 // back sf [2][cs][bg] (put_scaled), and six mbarriers. 32-byte aligned pieces (wmma pointers).
 //
@@ -68,8 +68,13 @@ __device__ __forceinline__ uint32_t bf16_hilo(float x) {
   const __nv_bfloat162 w = __halves2bfloat162(hi, __float2bfloat16_rn(x - __bfloat162float(hi)));
   return *reinterpret_cast<const uint32_t *>(&w);
 }
-__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
-  const __nv_bfloat162 w = __floats2bfloat162_rn(lo, hi);
+// x as the sum of a bf16_hilo word's halves
+__device__ __forceinline__ float hilo_value(uint32_t w) {
+  return __uint_as_float(w << 16) + __uint_as_float(w & 0xffff0000u);
+}
+// Two values rounded to bf16, as a word: `low` in its low half, `high` in its high half.
+__device__ __forceinline__ uint32_t bf16_pair(float low, float high) {
+  const __nv_bfloat162 w = __floats2bfloat162_rn(low, high);
   return *reinterpret_cast<const uint32_t *>(&w);
 }
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -81,7 +86,7 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], uint32_t a0, uint3
 }
 
 struct BrLay {
-  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, hh, ax, up, mx, sf, bars;
+  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, ax, up, mx, sf, bars;
   size_t total;
 };
 __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
@@ -97,7 +102,7 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   l.part1 = take(row);
   l.part2 = take(row);
   l.as = take(2 * row), l.rs = take(2 * row), l.ia = take(2 * row), l.dsa = take(row);
-  l.dsr = take(row), l.wl = take(2 * row), l.dpl = take(row), l.hh = take(2 * row);
+  l.dsr = take(row), l.wl = take(2 * row), l.dpl = take(row);
   l.up = take(kBrWarps * row);
   l.ax = take((size_t)kRtRows * 4 * kAxLd * 4);
   l.mx = take(kBrWarps * f);
@@ -107,7 +112,7 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   return l;
 }
 
-// Where unit u of a [bg][R] vector that the slot loops read (w_t, h_t, dpre: vload; ax's words)
+// Where unit u of a [bg][R] vector that the slot loops read (w_t, dpre: vload; ax's words)
 // lies in its row: the units 8 ug .. 8 ug + 7 of lane group ug as two 4-unit halves 32 floats
 // apart. A quarter-warp's lanes (ug 2q and 2q + 1, every sg) then read ax's 4 term rows (288
 // bytes apart) in 8 distinct 16-byte bank groups; with the units in order, sg and ug's offsets
@@ -172,7 +177,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   float *gp1 = sm(l.gp1), *gp2 = sm(l.gp2), *part1 = sm(l.part1), *part2 = sm(l.part2);
   float *asb = sm(l.as), *rsb = sm(l.rs), *iab = sm(l.ia), *wlb = sm(l.wl);  // [2] by step parity
   float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
-  float *hh = sm(l.hh), *up = sm(l.up), *mx = sm(l.mx);
+  float *up = sm(l.up), *mx = sm(l.mx);
   uint32_t *ax = reinterpret_cast<uint32_t *>(br_smem + l.ax);
   float *sf = sm(l.sf);
   __half *Wh = reinterpret_cast<__half *>(br_smem + l.wh);
@@ -204,7 +209,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   const int s0 = 8 * warp + 2 * sg, u0 = 8 * ug;  // the thread's slots and units
   // the pair threads: units (r, r + 1) of batch row n
   const int n = tid / (R / 2), r = 2 * (tid % (R / 2));
-  const int pv = vat(n * R + r);  // the pair's place in the vperm-placed vectors (h_t, dpre)
+  const int pv = vat(n * R + r);  // the pair's place in the vperm-placed vectors (w_t, dpre)
   const bool act = tid < bg * (R / 2), fin = act && gb + n < B;
   const int64_t c = r0 + r, base = (gb + n) * nt * d + c;
   const float scale = 1.f / sqrtf((float)d);
@@ -230,15 +235,12 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   };
   // The lane's 8 units of row g of a vperm-placed [bg][R] vector.
   auto vload = [&](float (&v)[8], const float *x, int g) { load8v(v, x + g * R, ug); };
-  // The entries' h_t into hh's buffer of t's parity, and as ax's words (bf16: x_lo = 0).
+  // Row g's words of h_t in ax (term slot t's parity), and the entries' h_t stored there.
+  auto h_words = [&](int64_t t, int g) { return ax + (g * 4 + 2 * (int)(t & 1)) * kAxLd; };
   auto h_store = [&](int64_t t, const T (&h)[2]) {
 #pragma unroll
     for (int q = 0; q < 2; q++)
-      if (ent(q) < kBrEntries) {
-        const int k = ent(q);
-        hh[(t & 1) * SL + vat(k)] = load(&h[q]);
-        ax[((k >> 6) * 4 + 2 * (int)(t & 1)) * kAxLd + vperm(k & 63)] = bf16_hilo(load(&h[q]));
-      }
+      if (ent(q) < kBrEntries) h_words(t, ent(q) >> 6)[vperm(ent(q) & 63)] = bf16_hilo(load(&h[q]));
   };
   // Step t's trace by cp.async into the buffers of t's parity, during step t + 1 (no registers
   // hold it in flight, and the head finds it there: B = 64 N = 64 -0.07 us a step, session 36).
@@ -381,7 +383,6 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     grown = 0.f;
     for (int s = L - 1; s >= 0; s--) {
       const int64_t t = t0 + s;
-      const float *hc = hh + (t & 1) * SL;
       const int po = (int)(t & 1) * kBrEntries;  // the step's trace buffers
       const float *as = asb + po, *rs = rsb + po, *wl = wlb + po;
       float *ia = iab + po;
@@ -494,7 +495,8 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         const float2 tot = scaled_sum(sw, 0, uw), wv = *reinterpret_cast<const float2 *>(wl + pv);
         float2 acc = warps_sum();
         acc.x += sig * wv.x, acc.y += sig * wv.y;
-        const float2 hv = *reinterpret_cast<const float2 *>(hc + pv);
+        const uint2 hw = *reinterpret_cast<const uint2 *>(h_words(t, n) + vperm(r));
+        const float2 hv = make_float2(hilo_value(hw.x), hilo_value(hw.y));
         dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
                            (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
         *reinterpret_cast<float2 *>(dpl + pv) = dpre;
@@ -537,8 +539,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       // scale dsr_i h_{t-1}, the rank-3 part on tensor cores (mma_bf16_16816: 4 a row, not 48 FP
       // instructions; B = 64 N = 64: 6.57 -> 6.39 us a step, session 36). The lane's term: its
       // words' row in ax and its slot's coefficient.
-      const uint32_t *xa =
-          ax + (sg == 0 ? 2 * (int)(t & 1) : sg == 2 ? 2 * (int)((t - 1) & 1) : sg) * kAxLd;
+      const uint32_t *xa = sg == 0 ? h_words(t, 0) : sg == 2 ? h_words(t - 1, 0) : ax + sg * kAxLd;
       const float *cb = (sg == 1 ? rs : sg == 2 ? dsr : dsa) + 8 * warp + ug;
       const float cm = sg == 1 ? 1.f : sg == 3 ? 0.f : scale;
 #pragma unroll
