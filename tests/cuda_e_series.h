@@ -59,6 +59,35 @@ static inline void compare_op(eng_op_id_t id, const pair_t *in, int n_in, eng_op
   }
 }
 
+/* Op `id` on the GPU inputs in[k].g captured in a CUDA graph and replayed gives the outputs it
+ * gives eagerly, bit for bit (the backwards' weight gradients accumulate GEMMs into one output,
+ * the big one autotuned only outside capture). */
+static inline void same_in_a_graph(eng_op_id_t id, const pair_t *in, int n_in,
+                                   eng_op_attrs_t attrs, const char *what) {
+  eng_tensor_t *gi[16];
+  for (int k = 0; k < n_in; k++) gi[k] = in[k].g;
+  eng_op_call_t eager = {.id = id, .n_in = n_in, .in = gi, .attrs = attrs};
+  eng_status_t st = eng_op_dispatch(&eager);
+  cr_assert(st == ENG_OK, "%s: eager: %s", what, eng_last_error());
+  eng_cuda_graph_t *g = NULL;
+  T_OK(eng_cuda_graph_begin(0, &g));
+  eng_op_call_t cap = {.id = id, .n_in = n_in, .in = gi, .attrs = attrs};
+  st = eng_op_dispatch(&cap);
+  T_OK(eng_cuda_graph_end(&g));
+  cr_assert(st == ENG_OK, "%s: captured: %s", what, eng_last_error());
+  T_OK(eng_cuda_graph_replay(g));
+  for (int k = 0; k < eager.n_out; k++) {
+    eng_tensor_t *want = NULL;
+    T_OK(eng_tensor_to_device(eager.out[k], ENG_CPU_DEVICE, &want));
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s: output %d replayed from a graph", what, k);
+    close_within(cap.out[k], want, 0.0, msg);
+    eng_tensor_release(want);
+    eng_tensor_release(eager.out[k]);
+  }
+  eng_cuda_graph_free(g);
+}
+
 /* A random tensor on both devices; when `strided`, a view with a row stride (columns 1..n of a
  * wider tensor), so that the GPU operand is not contiguous. */
 static inline pair_t e_rand(const int64_t *shape, int nd, eng_dtype_t dt, uint64_t seed, double lo,

@@ -2,8 +2,8 @@
  * benchmark shapes (B = 4 and 64, d = 512 and 768, T = 512 for B = 4: the cluster kernels with
  * 16-byte loads), odd ones (T = 1, T = 17, B = 3; d = 33, and d = 100 for 16-bit values: scalar
  * loads; d = 2048 in f32: W_h too big for a cluster, the global-memory kernel; f64: the
- * global-memory kernel), every dtype, strided inputs, no h0 / no dh_T, and T = 4096 staying
- * finite. Tolerances: bf16/f16 1e-2; f32 2e-5 (forward) and 5e-5 (backward: f32 sums through up
+ * global-memory kernel), every dtype, strided inputs, no h0 / no dh_T, T = 4096 staying finite,
+ * and the backward captured in a CUDA graph. Tolerances: bf16/f16 1e-2; f32 2e-5 (forward) and 5e-5 (backward: f32 sums through up
  * to 512 dependent steps against an f64 reference); f64 1e-10. */
 #include "cuda_e_series.h"
 
@@ -14,8 +14,9 @@ static double tol_of(eng_dtype_t dt, int bwd) {
   return dt == ENG_F64 ? 1e-10 : dt == ENG_F32 ? (bwd ? 5e-5 : 2e-5) : 1e-2;
 }
 
-static void check(int64_t B, int64_t T, int64_t d, eng_dtype_t dt, int with_h0, int with_dhT,
-                  int strided) {
+/* graph: the backward also captured in a CUDA graph and replayed (same_in_a_graph) */
+static void check_in(int64_t B, int64_t T, int64_t d, eng_dtype_t dt, int with_h0, int with_dhT,
+                     int strided, int graph) {
   const uint64_t seed = (uint64_t)(B * 1000003 + T * 1009 + d * 7 + dt);
   const double ws = 1.5 / sqrt((double)d); /* spectral radius ~0.9: errors do not compound */
   pair_t in[6] = {
@@ -42,9 +43,15 @@ static void check(int64_t B, int64_t T, int64_t d, eng_dtype_t dt, int with_h0, 
   static const char *const bwd_names[5] = {"dxw", "dz", "dW_h", "db", "dh0"};
   const double bt = tol_of(dt, 1), bwd_tol[5] = {bt, bt, bt, bt, bt};
   compare_op(ENG_OP_E1_BACKWARD, bin, 6, attrs, bwd_tol, bwd_names, what, NULL);
+  if (graph) same_in_a_graph(ENG_OP_E1_BACKWARD, bin, 6, attrs, what);
   pair_release(hs), pair_release(dy), pair_release(dhT);
   eng_tensor_release(ref[0]), eng_tensor_release(ref[1]);
   for (int k = 0; k < 5; k++) pair_release(in[k]);
+}
+
+static void check(int64_t B, int64_t T, int64_t d, eng_dtype_t dt, int with_h0, int with_dhT,
+                  int strided) {
+  check_in(B, T, d, dt, with_h0, with_dhT, strided, 0);
 }
 
 Test(cuda_e1, benchmark_shapes) {
@@ -124,4 +131,11 @@ Test(cuda_e1, weights_outside_f16_range) {
 Test(cuda_e1, long_sequences_stay_finite) {
   SKIP_WITHOUT_GPU();
   check(2, 4096, 256, ENG_BF16, 1, 1, 0);
+}
+
+/* The backward captured in a CUDA graph and replayed gives its eager gradients. */
+Test(cuda_e1, backward_in_a_graph) {
+  SKIP_WITHOUT_GPU();
+  check_in(3, 17, 100, ENG_BF16, 1, 1, 0, 1);
+  check_in(64, 64, 512, ENG_BF16, 0, 1, 0, 1);
 }

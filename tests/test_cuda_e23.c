@@ -8,7 +8,8 @@
  * d = 256 with an odd N and with 8 batch rows a cluster, and the tensor-core backward (bf16, the
  * same widths; at d = 512 on clusters of 16 where those walk a segment in fewer parts: B = 4
  * N = 64) with each of its placements of dH and the segment store, and its inverted walk, and the
- * register-tape kernels of B = 64 N = 64's plan (register_tape, register_tape_backward).
+ * register-tape kernels of B = 64 N = 64's plan (register_tape, register_tape_backward), and the
+ * backward captured in a CUDA graph.
  * Tolerances: bf16/f16 1e-2 (their f32 ckpt 1e-3); f32 3e-5 forward and 2e-4 backward (f32
  * attention and tape updates through up to 512 dependent steps, and the GPU's next-step read
  * scores come from the identity H_new h = (1 - a) H h + a (w . h) instead of a fresh pass, against
@@ -22,9 +23,10 @@ static double tol_of(eng_dtype_t dt, int bwd) {
   return dt == ENG_F64 ? 1e-9 : dt == ENG_F32 ? (bwd ? 2e-4 : 3e-5) : 1e-2;
 }
 
-/* W_write's entries are ww times W_h's range. */
-static void check_ww(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_dtype_t dt,
-                     int with_state, int with_final, int strided, double ww) {
+/* W_write's entries are ww times W_h's range; graph: the backward also captured in a CUDA graph
+ * and replayed (same_in_a_graph). */
+static void check_all(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_dtype_t dt,
+                      int with_state, int with_final, int strided, double ww, int graph) {
   const uint64_t seed = (uint64_t)(B * 1000003 + T * 1009 + N * 101 + d * 7 + dt);
   const double ws = 1.2 / sqrt((double)d);
   pair_t in[6] = {
@@ -64,9 +66,15 @@ static void check_ww(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_
   battrs.i[0] = C;
   battrs.ni = 1;
   compare_op(ENG_OP_E23_BACKWARD, bin, 10, battrs, bwd_tol, bwd_names, what, NULL);
+  if (graph) same_in_a_graph(ENG_OP_E23_BACKWARD, bin, 10, battrs, what);
   pair_release(hs), pair_release(ck), pair_release(dhs), pair_release(dhT), pair_release(dtT);
   eng_tensor_release(ref[1]), eng_tensor_release(ref[2]);
   for (int k = 0; k < 6; k++) pair_release(in[k]);
+}
+
+static void check_ww(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_dtype_t dt,
+                     int with_state, int with_final, int strided, double ww) {
+  check_all(B, T, N, d, C, dt, with_state, with_final, strided, ww, 0);
 }
 
 static void check(int64_t B, int64_t T, int64_t N, int64_t d, int64_t C, eng_dtype_t dt,
@@ -190,4 +198,12 @@ Test(cuda_e23, register_tape_backward) {
 Test(cuda_e23, long_sequences_stay_finite) {
   SKIP_WITHOUT_GPU();
   check(2, 4096, 8, 64, 64, ENG_BF16, 1, 1, 0);
+}
+
+/* The backward captured in a CUDA graph and replayed gives its eager gradients (the register-tape
+ * backward at B = 64 N = 64, the generic kernels at B = 3 d = 33). */
+Test(cuda_e23, backward_in_a_graph) {
+  SKIP_WITHOUT_GPU();
+  check_all(3, 17, 5, 33, 4, ENG_BF16, 1, 1, 0, 1, 1);
+  check_all(64, 64, 64, 512, 16, ENG_BF16, 1, 1, 0, 1, 1);
 }

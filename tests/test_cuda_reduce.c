@@ -2,7 +2,8 @@
  * random inputs, poisoned outputs, odd sizes (1, 7, 1023, 4097) along the reduced dims and the
  * kept ones, every dim pattern (last, first, middle, several, all), keepdim, views, integers,
  * NaN and empty reductions, ties, and shapes that make the kernels split the reduced dim over
- * several blocks (few long rows, few long columns, everything into one value). */
+ * several blocks (few long rows, few long columns, everything into one value), and columns
+ * whose rows are 16-byte aligned. */
 #include "cuda_numeric.h"
 
 static const eng_dtype_t FLOATS[] = {ENG_F64, ENG_F32, ENG_F16, ENG_BF16};
@@ -97,6 +98,32 @@ Test(cuda_reduce, columns_odd_sizes) {
         check_ops(y, DIMS(1), 1 - i, "middle dim");
         pair_release(y);
       }
+}
+
+/* Columns whose rows are 16-byte aligned (the kept size a multiple of 8 elements): a thread folds
+ * 16 bytes of adjacent columns (fold_cols_vec), unsplit and split; [32768, 512] is the E-series
+ * bias gradient's shape (B T rows of d). */
+Test(cuda_reduce, aligned_columns) {
+  SKIP_WITHOUT_GPU();
+  static const int64_t lens[] = {1, 7, 4097}, inners[] = {8, 24, 512};
+  for (int k = 0; k < NFLOATS; k++)
+    for (int l = 0; l < 3; l++)
+      for (int i = 0; i < 3; i++) {
+        pair_t x = pair_rand(SHAPE(lens[l], inners[i]), FLOATS[k], 110 + l * 3 + i, LO, HI);
+        check_ops(x, DIMS(0), (l + i) % 2, "aligned columns");
+        pair_release(x);
+        pair_t y = pair_rand(SHAPE(3, lens[l], inners[i]), FLOATS[k], 120 + l * 3 + i, LO, HI);
+        check_ops(y, DIMS(1), (l + i + 1) % 2, "aligned middle dim");
+        pair_release(y);
+      }
+  for (int k = 0; k < NINTS; k++) {
+    pair_t x = pair_rand(SHAPE(4097, 64), INTS[k], 125 + k, 0, 200);
+    check_ops(x, DIMS(0), k % 2, "aligned int columns");
+    pair_release(x);
+  }
+  pair_t big = pair_rand(SHAPE(32768, 512), ENG_BF16, 130, LO, HI);
+  check_reduce(ENG_REDUCE_SUM, big, DIMS(0), 0, 1, "a bias gradient's columns");
+  pair_release(big);
 }
 
 /* Sets of dims: adjacent (merged in place), apart (permuted behind the kept dims), all. */
@@ -273,6 +300,9 @@ Test(cuda_argmax, dims_and_sizes) {
       check_argmax(r, 1, 0, 0, "rows");
       check_argmax(r, 0, 0, 0, "columns");
       pair_release(r);
+      pair_t a = pair_rand(SHAPE(lens[l], 64), dts[k], 190 + k * 4 + l, lo, hi);
+      check_argmax(a, 0, 0, 0, "aligned columns");
+      pair_release(a);
     }
   }
 }

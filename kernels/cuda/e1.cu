@@ -600,22 +600,3 @@ extern "C" int eng_kcuda_e1_backward(eng_dtype_t dt, int64_t B, int64_t T_, int6
   })
   return 0;
 }
-
-// The rows before each step for the weight gradient's GEMM: out[b][t] = hs[b][t - 1] and
-// out[b][0] = h0[b] (zeros without h0). Flat, out's rows 1 .. B T - 1 are hs's rows 0 .. B T - 2:
-// one device copy, then the B rows t = 0 overwritten (an element-a-thread kernel with three
-// 64-bit divisions an element took 131 us at B = 64 T = 512 d = 512).
-extern "C" int eng_kcuda_seq_shift(eng_dtype_t dt, int64_t B, int64_t T_, int64_t d,
-                                   const void *hs, const void *h0, void *out, cudaStream_t stream) {
-  ENG_KC_FLOAT_TYPES(dt, {
-    if (B * T_ * d == 0) return 0;
-    const size_t row = (size_t)d * sizeof(T), pitch = (size_t)T_ * row;
-    cudaError_t e = cudaMemcpyAsync(static_cast<T *>(out) + d, hs, (size_t)(B * T_ - 1) * row,
-                                    cudaMemcpyDeviceToDevice, stream);
-    if (!e)
-      e = h0 ? cudaMemcpy2DAsync(out, pitch, h0, row, row, (size_t)B, cudaMemcpyDeviceToDevice, stream)
-             : cudaMemset2DAsync(out, pitch, 0, row, (size_t)B, stream);
-    return (int)e;
-  })
-  return 0;
-}

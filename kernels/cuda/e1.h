@@ -34,11 +34,6 @@ int eng_kcuda_e1_backward(eng_dtype_t dt, int64_t B, int64_t T, int64_t d, const
                           const void *W, const void *hs, const void *dy, const void *dhT, void *dxw,
                           void *dz, void *dh0, cudaStream_t stream);
 
-/* out[b,t] = hs[b,t-1] for t > 0 and h0[b] (NULL: zero) at t = 0: the state each step started
- * from, [B,T,d], for the weight gradients. */
-int eng_kcuda_seq_shift(eng_dtype_t dt, int64_t B, int64_t T, int64_t d, const void *hs,
-                        const void *h0, void *out, cudaStream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

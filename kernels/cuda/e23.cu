@@ -33,6 +33,7 @@ template <typename T> struct P23 {
   const acc_t<T> *ck_in;
   const T *dhs, *dhT, *dtapeT;
   T *dxw, *dw, *dh0, *dtape0;
+  float *db_rows;  // e23_bwd_rt: [B][d], each batch row's sum of dxw over the steps
   acc_t<T> *scratch;  // per CTA: scratch + blockIdx.x * per_cta
   int64_t per_cta;
   int tape_smem;  // forward: the tape lives in shared memory
@@ -1404,8 +1405,7 @@ template <typename T> bool rt_plan23(const TcPlan23 &tp, int64_t B, int64_t N, P
 
 // The register-tape backward's plan where the tensor-core backward's plan tp has that shape and
 // walks it inverted, with all its clusters resident (none are where its shared memory is past
-// the device's: resident_clusters). It needs no scratch (nor does tp's inverted walk:
-// eng_kcuda_e23_scratch asks tp's).
+// the device's: resident_clusters). Its scratch holds db's row sums, B x d floats (p.db_rows).
 template <typename T> bool rb_plan23(const TbPlan23 &tp, int64_t B, int64_t N, Plan *out) {
   if (!rt_shape(tp.tl, tp.pl.bg, N) || !tp.inv) return false;
   *out = tp.pl;
@@ -1413,7 +1413,10 @@ template <typename T> bool rb_plan23(const TbPlan23 &tp, int64_t B, int64_t N, P
   return resident_clusters(e23_bwd_rt<T>, *out, kBrThreads) >= (B + tp.pl.bg - 1) / tp.pl.bg;
 }
 
-template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream) {
+// Launches the kernel of p's plan; the register-tape backward sums db's rows in the scratch
+// (p.db_rows) and sets *rows.
+template <typename T, bool BWD>
+cudaError_t run(P23<T> p, void *scratch, cudaStream_t stream, bool *rows = nullptr) {
   if constexpr (BWD && std::is_same_v<T, __nv_bfloat16>) {
     TbPlan23 tp;
     if (tb_plan23<T>(p.B, p.N, p.d, p.C, &tp)) {
@@ -1422,7 +1425,11 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
       p.scratch = static_cast<acc_t<T> *>(scratch);
       const unsigned grid = (unsigned)((p.B + tp.pl.bg - 1) / tp.pl.bg * tp.pl.cs);
       Plan rp;
-      if (rb_plan23<T>(tp, p.B, p.N, &rp)) return launch(e23_bwd_rt<T>, rp, grid, stream, p, kBrThreads);
+      if (rb_plan23<T>(tp, p.B, p.N, &rp)) {
+        p.db_rows = static_cast<float *>(scratch);
+        if (rows) *rows = true;
+        return launch(e23_bwd_rt<T>, rp, grid, stream, p, kBrThreads);
+      }
       return launch(BwdTc23<T>::get(tp.tl, tc_variant(tp.pl, tp.tl, p.N), tp.mode()), tp.pl, grid,
                     stream, p, 32u * (unsigned)tp.tl.nw);
     }
@@ -1451,6 +1458,16 @@ template <typename T, bool BWD> cudaError_t run(P23<T> p, void *scratch, cudaStr
   return launch(Pick<T, BWD>::get(pl.pl.cl, pl.pl.bg), pl.pl, (unsigned)pl.ctas, stream, p);
 }
 
+// db [d] from the register-tape backward's row sums [B][d] (f32, summed in f32, rounded once):
+// 128 KB at B = 64 d = 512 instead of a column sum of dxw's 33.5 MB (docs/PERF.md, session 37).
+template <typename T> __global__ void fold_db_rows(const float *rows, int64_t B, int64_t d, T *db) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= d) return;
+  float s = 0.f;
+  for (int64_t b = 0; b < B; b++) s += rows[b * d + c];
+  store(db + c, s);
+}
+
 // The trace's layout in ckpt, and the dividers the kernels take.
 template <typename T> void set_ckpt_layout(P23<T> *p) {
   p->div_n = make_div32((uint32_t)std::max<int64_t>(p->N, 1));
@@ -1464,7 +1481,8 @@ template <typename T> void set_ckpt_layout(P23<T> *p) {
 }  // namespace
 
 // The scratch of the plan run() launches for these sizes (it finds the same plan): none for the
-// tensor-core forward, the tensor-core backward's where that runs, else the generic kernels'.
+// tensor-core forward, db's row sums for the register-tape backward, the tensor-core backward's
+// where that runs, else the generic kernels'.
 extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64_t d, int64_t C,
                                      int backward, size_t *bytes) {
   ENG_KC_FLOAT_TYPES(dt, {
@@ -1479,7 +1497,11 @@ extern "C" int eng_kcuda_e23_scratch(eng_dtype_t dt, int64_t B, int64_t N, int64
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       TbPlan23 tp;
       if (backward && tb_plan23<T>(B, N, d, C, &tp)) {
-        *bytes = (size_t)(tp.per_cta * ((B + tp.pl.bg - 1) / tp.pl.bg) * tp.pl.cs) * sizeof(float);
+        Plan rp;
+        const int64_t floats = rb_plan23<T>(tp, B, N, &rp)
+                                   ? B * d  // db's row sums (run: p.db_rows)
+                                   : tp.per_cta * ((B + tp.pl.bg - 1) / tp.pl.bg) * tp.pl.cs;
+        *bytes = (size_t)floats * sizeof(float);
         return 0;
       }
     }
@@ -1513,7 +1535,9 @@ extern "C" int eng_kcuda_e23_backward(eng_dtype_t dt, int64_t B, int64_t T_, int
                                       const void *b, const void *h0, const void *hs,
                                       const void *ckpt, const void *dhs, const void *dhT,
                                       const void *dtapeT, void *dxw, void *dw, void *dh0,
-                                      void *dtape0, void *scratch, cudaStream_t stream) {
+                                      void *dtape0, void *db, int *db_done, void *scratch,
+                                      cudaStream_t stream) {
+  *db_done = 0;
   ENG_KC_FLOAT_TYPES(dt, {
     P23<T> p{};
     p.B = B, p.nt = T_, p.N = N, p.d = d, p.C = C;
@@ -1522,7 +1546,15 @@ extern "C" int eng_kcuda_e23_backward(eng_dtype_t dt, int64_t B, int64_t T_, int
     p.dhs = (const T *)dhs, p.dhT = (const T *)dhT, p.dtapeT = (const T *)dtapeT;
     p.dxw = (T *)dxw, p.dw = (T *)dw, p.dh0 = (T *)dh0, p.dtape0 = (T *)dtape0;
     set_ckpt_layout(&p);
-    return (int)run<T, true>(p, scratch, stream);
+    bool rows = false;
+    cudaError_t e = run<T, true>(p, scratch, stream, &rows);
+    if (!e && rows && db) {
+      const float *rows_sums = static_cast<const float *>(scratch);
+      fold_db_rows<<<(unsigned)((d + 255) / 256), 256, 0, stream>>>(rows_sums, B, d, (T *)db);
+      e = cudaGetLastError();
+      *db_done = !e;
+    }
+    return (int)e;
   })
   return 0;
 }

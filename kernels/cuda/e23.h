@@ -43,12 +43,15 @@ int eng_kcuda_e23_forward(eng_dtype_t dt, int64_t B, int64_t T, int64_t N, int64
 
 /* The sequential part of the backward: dxw [B,T,d], dw (dL/dw of every step, [B,T,d], for
  * dW_write), dh0 [B,d] and dtape0 [B,N,d], from the forward's inputs, hs, ckpt (state dtype),
- * dhs [B,T,d], dhT [B,d] and dtapeT [B,N,d] (both NULL: zero). */
+ * dhs [B,T,d], dhT [B,d] and dtapeT [B,N,d] (both NULL: zero). db [d] (the sum of dxw over b and
+ * t) too where the kernel sums it as it goes (the register-tape backward): then *db_done = 1;
+ * else the caller sums dxw. */
 int eng_kcuda_e23_backward(eng_dtype_t dt, int64_t B, int64_t T, int64_t N, int64_t d, int64_t C,
                            const void *xw, const void *Wh, const void *Ww, const void *b,
                            const void *h0, const void *hs, const void *ckpt, const void *dhs,
                            const void *dhT, const void *dtapeT, void *dxw, void *dw, void *dh0,
-                           void *dtape0, void *scratch, cudaStream_t stream);
+                           void *dtape0, void *db, int *db_done, void *scratch,
+                           cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,9 @@
 // (session 35); dH's rank-3 update on tensor cores (the lanes laid out as mma's accumulator):
 // 6.57 -> 6.39; the carry's slot sums deferred into the next step's second loop: 6.14; the
 // trace by cp.async a step ahead, no barrier after the first loop, dH in the accumulators' order:
-// 6.01-6.04 (session 36).
+// 6.01-6.04 (session 36). Outside the steps (session 37): the replay's loads of several rows in
+// flight together and the segments' checkpoints prefetched into L2 (the kernel 2 950 -> 2 940 us a
+// call), and db summed here a batch row at a time (db_rows), not from dxw afterwards.
 //
 // The walk is e23_bwd_tc's inverted walk (kInverted): each segment starts from its end tape (the
 // next checkpoint, or the last segment's checkpoint replayed through its steps), steps the tape
@@ -47,10 +49,11 @@ static_assert(BrStep::D / kBrWarps == BrStep::R, "product warp w's k slice: CTA 
 // partial sums of the CTA's slot group gp1 (da) and gp2 (dr) [cs][bg][8], their sums part1 and
 // part2 [bg][N], the step's a, r, 1 / (1 - a) [2][bg][N] (by step parity: the next step's arrive
 // during this one) and the softmax gradients dsa, dsr [bg][N], w_t [2][bg][R] and dpre [bg][R] at
-// the CTA's units (placed by vperm), the update's terms ax (below; h_t and h_{t-1} are read from
-// there), the warps' partial sums over slots up
-// [8][bg][R], the warps' largest 1 / (1 - a) mx, the factors that scale the state buffers' parts
-// back sf [2][cs][bg] (put_scaled), and six mbarriers. 32-byte aligned pieces (wmma pointers).
+// the CTA's units (placed by vperm), db's row sums [bg][R] (the pairs': p.db_rows at the end), the
+// update's terms ax (below; h_t and h_{t-1} are read from there), the warps' partial sums over
+// slots up [8][bg][R], the warps' largest 1 / (1 - a) mx, the factors that scale the state
+// buffers' parts back sf [2][cs][bg] (put_scaled), and six mbarriers. 32-byte aligned pieces (wmma
+// pointers).
 //
 // dH's update takes its rank-3 part, scale dsa_i h_t + r_i dpre + scale dsr_i h_{t-1}, from one
 // tensor-core product a row and 16 units (mma m16n8k16, bf16 in, f32 accumulating onto dH): M the
@@ -86,7 +89,8 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], uint32_t a0, uint3
 }
 
 struct BrLay {
-  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, ax, up, mx, sf, bars;
+  size_t red, wh, ww, gp1, gp2, part1, part2, as, rs, ia, dsa, dsr, wl, dpl, db, ax, up, mx, sf;
+  size_t bars;
   size_t total;
 };
 __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
@@ -102,7 +106,7 @@ __host__ __device__ inline BrLay br_layout(int64_t d, int cs) {
   l.part1 = take(row);
   l.part2 = take(row);
   l.as = take(2 * row), l.rs = take(2 * row), l.ia = take(2 * row), l.dsa = take(row);
-  l.dsr = take(row), l.wl = take(2 * row), l.dpl = take(row);
+  l.dsr = take(row), l.wl = take(2 * row), l.dpl = take(row), l.db = take(row);
   l.up = take(kBrWarps * row);
   l.ax = take((size_t)kRtRows * 4 * kAxLd * 4);
   l.mx = take(kBrWarps * f);
@@ -160,6 +164,10 @@ __device__ __forceinline__ void unit_sums_send(float (&v)[2 * kRtRows], float *g
   if (ug < 2) put_some_async<CS, CS>(gp + 4 * 8 + ug, y[0], bar, to);
 }
 
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   using S = BrStep;
@@ -173,10 +181,31 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   const int64_t gb = (int64_t)group * bg, r0 = (int64_t)rank * R, B = p.B, nt = p.nt;
   const int64_t K = (nt + C - 1) / C;
   const BrLay l = br_layout(d, CS);
+  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, sg = lane & 3, ug = lane >> 2;
+  const int s0 = 8 * warp + 2 * sg, u0 = 8 * ug;  // the thread's slots and units
+  auto ckrow = [&](int64_t g) { return p.ck_in + (gb + g) * p.ck_len; };
+  // The thread's block of checkpoint kseg and its entries of the segment's first `steps` steps of
+  // the trace into L2 (no registers held): the segment's start then loads them from L2, not HBM,
+  // and so do its replays (B = 64 N = 64, with the replay's rows together: kernel -10..-20 us a
+  // call, docs/PERF.md session 37).
+  auto prefetch_segment = [&](int64_t kseg, int steps) {
+#pragma unroll
+    for (int g = 0; g < bg; g++)
+      if (gb + g < B) {
+        const float *row = ckrow(g);
+#pragma unroll
+        for (int j = 0; j < 2; j++) prefetch_l2(row + (kseg * N + s0 + j) * d + r0 + u0);
+        for (int s = 0; s < steps; s++) {
+          const int64_t t = kseg * C + s;
+          prefetch_l2(row + p.ck_w + t * d + r0 + u0);
+          prefetch_l2(row + p.ck_a + t * N + s0);
+        }
+      }
+  };
   auto sm = [&](size_t at) { return reinterpret_cast<float *>(br_smem + at); };
   float *gp1 = sm(l.gp1), *gp2 = sm(l.gp2), *part1 = sm(l.part1), *part2 = sm(l.part2);
   float *asb = sm(l.as), *rsb = sm(l.rs), *iab = sm(l.ia), *wlb = sm(l.wl);  // [2] by step parity
-  float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl);
+  float *dsa = sm(l.dsa), *dsr = sm(l.dsr), *dpl = sm(l.dpl), *dbs = sm(l.db);
   float *up = sm(l.up), *mx = sm(l.mx);
   uint32_t *ax = reinterpret_cast<uint32_t *>(br_smem + l.ax);
   float *sf = sm(l.sf);
@@ -186,11 +215,14 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   // are the conversion's scratch, so before init_state), the state buffers and sf zero
   S sh(br_smem, sm(l.red)), sw(br_smem, sm(l.red));
   float *scratch = reinterpret_cast<float *>(br_smem);
+  // the walk's first replay, while W is staged (nt >= 1: the op checks T)
+  prefetch_segment(K - 1, (int)(nt - (K - 1) * C));
   const float uh = rt_stage(Wh, p.Wh, d, r0, scratch, true);  // W_h^T's products scaled back by uh
   const float uw = rt_stage(Ww, p.Ww, d, r0, scratch, true);  // W_write^T's by uw
   sh.init_state((const T *)nullptr, gb, bg, B);
   for (int k = (int)threadIdx.x; k < 2 * CS * bg; k += kBrThreads) sf[k] = 0.f;
-  for (int k = (int)threadIdx.x; k < kBrEntries; k += kBrThreads) dsr[k] = 0.f;  // dsr_{T}: none
+  for (int k = (int)threadIdx.x; k < kBrEntries; k += kBrThreads)
+    dsr[k] = 0.f, dbs[k] = 0.f;  // dsr_{T}: none; db's sums start
   for (int k = (int)threadIdx.x; k < bg * kAxLd; k += kBrThreads)  // ax's zero term
     ax[((k / kAxLd) * 4 + 3) * kAxLd + k % kAxLd] = 0u;
   // sx: dw / dpre into state buffer 0 / 1 (the group's real rows as scaled f16, and each CTA's
@@ -205,8 +237,6 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   sx.init(br_smem + l.bars, (uint32_t)(min((int64_t)bg, B - gb) * sx_row));
   dx.init(br_smem + l.bars + 16, (uint32_t)(SL * (int)sizeof(float)));
   gx.init(br_smem + l.bars + 32, (uint32_t)(cs * bg * 8 * (int)sizeof(float)));
-  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, sg = lane & 3, ug = lane >> 2;
-  const int s0 = 8 * warp + 2 * sg, u0 = 8 * ug;  // the thread's slots and units
   // the pair threads: units (r, r + 1) of batch row n
   const int n = tid / (R / 2), r = 2 * (tid % (R / 2));
   const int pv = vat(n * R + r);  // the pair's place in the vperm-placed vectors (w_t, dpre)
@@ -218,7 +248,6 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   // real rows.
   auto ent = [&](int q) { return tid + kBrThreads * q; };
   auto real = [&](int q) { return ent(q) < kBrEntries && gb + ent(q) / 64 < B; };
-  auto ckrow = [&](int64_t g) { return p.ck_in + (gb + g) * p.ck_len; };
   // The entries' places, fixed through the walk and so found once, not in 64-bit arithmetic at
   // every step's head, which is on the walk's chain (B = 64 N = 64: 6.66-6.68 -> 6.60-6.64 us a
   // step, session 35): their trace row and their column of hs (null where not real).
@@ -284,26 +313,38 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       for (int u = 0; u < 8; u++) dh(g, j, u) = X[j][u];
   }
   // The tape after `steps` writes of segment kseg: its checkpoint replayed with the forward's
-  // expression (tape_write) from the trace.
+  // expression (tape_write) from the trace. A step's loads of rows 0-2, then of rows 3-4, are in
+  // flight together (a row at a time took a latency a row and step: 80 of them for the last
+  // segment's replay at C = 16; all five rows' 50 values at once spill).
   auto replay = [&](int64_t kseg, int steps) {
 #pragma unroll
-    for (int g = 0; g < bg; g++) {
-      const bool in = gb + g < B;
-      const float *row = ckrow(g);
-      load_block(H[g], row + (kseg * N + s0) * d + r0 + u0, d, in);
+    for (int g = 0; g < bg; g++)
+      load_block(H[g], ckrow(g) + (kseg * N + s0) * d + r0 + u0, d, gb + g < B);
+    auto rows = [&](auto g0, auto g1) {
+      constexpr int a0 = decltype(g0)::value, a1 = decltype(g1)::value;
       for (int s = 0; s < steps; s++) {
         const int64_t t = kseg * C + s;
-        float w[8], a[2];
+        float w[a1 - a0][8], a[a1 - a0][2];
 #pragma unroll
-        for (int u = 0; u < 8; u++) w[u] = in ? row[p.ck_w + t * d + r0 + u0 + u] : 0.f;
+        for (int g = a0; g < a1; g++) {
+          const bool in = gb + g < B;
+          const float *row = ckrow(g);
 #pragma unroll
-        for (int j = 0; j < 2; j++) a[j] = in ? row[p.ck_a + t * N + s0 + j] : 0.f;
+          for (int u = 0; u < 8; u++) w[g - a0][u] = in ? row[p.ck_w + t * d + r0 + u0 + u] : 0.f;
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+          for (int j = 0; j < 2; j++) a[g - a0][j] = in ? row[p.ck_a + t * N + s0 + j] : 0.f;
+        }
 #pragma unroll
-          for (int u = 0; u < 8; u++) H[g][j][u] = tape_write(H[g][j][u], a[j], w[u]);
+        for (int g = a0; g < a1; g++)
+#pragma unroll
+          for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+              H[g][j][u] = tape_write(H[g][j][u], a[g - a0][j], w[g - a0][u]);
       }
-    }
+    };
+    rows(std::integral_constant<int, 0>{}, std::integral_constant<int, 3>{});
+    rows(std::integral_constant<int, 3>{}, std::integral_constant<int, bg>{});
   };
   // carry: dL/dh_t from the steps after t plus dhs_t (dh_T alone after the last step)
   float2 carry = make_float2(0.f, 0.f);
@@ -380,6 +421,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
     const int64_t t0 = kseg * C;
     const int L = (int)min((int64_t)C, nt - t0);
     replay(kseg + 1 < K ? kseg + 1 : kseg, kseg + 1 < K ? 0 : L);
+    if (kseg + 1 < K) prefetch_segment(kseg, 0);  // the next segment's start, this one's replays
     grown = 0.f;
     for (int s = L - 1; s >= 0; s--) {
       const int64_t t = t0 + s;
@@ -500,6 +542,8 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
         dpre = make_float2((carry.x + tot.x + scale * acc.x) * (1.f - hv.x * hv.x),
                            (carry.y + tot.y + scale * acc.y) * (1.f - hv.y * hv.y));
         *reinterpret_cast<float2 *>(dpl + pv) = dpre;
+        float2 &dbp = *reinterpret_cast<float2 *>(dbs + n * R + r);  // db's row sums, in f32
+        dbp.x += dpre.x, dbp.y += dpre.y;
         *reinterpret_cast<uint2 *>(ax + (n * 4 + 1) * kAxLd + vperm(r)) =
             make_uint2(bf16_hilo(dpre.x), bf16_hilo(dpre.y));
       }
@@ -583,4 +627,7 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       store_block(p.dtape0 + ((gb + g) * N + s0) * d + r0 + u0, X, d);
     }
   if (fin) store(p.dh0 + (gb + n) * d + c, carry.x), store(p.dh0 + (gb + n) * d + c + 1, carry.y);
+  if (fin)
+    *reinterpret_cast<float2 *>(p.db_rows + (gb + n) * d + c) =
+        *reinterpret_cast<const float2 *>(dbs + n * R + r);
 }

@@ -38,10 +38,10 @@
 #define TUNE_PASSES 3
 #define TUNE_BUDGET_MS 100.0f
 
-/* Everything the descriptors and the algorithm depend on. Laid out without padding and always
- * zeroed first, so keys compare with memcmp. */
+/* Everything the descriptors and the algorithm depend on. Laid out without padding (`zero` keeps
+ * the int64s 8-aligned) and always zeroed first, so keys compare with memcmp. */
 typedef struct {
-  int32_t device, dtype, act, has_bias, trans_a, trans_b;
+  int32_t device, dtype, act, has_bias, trans_a, trans_b, c_f32, zero;
   uint32_t align_a, align_b, align_c, align_bias;
   int64_t m, n, k, batch, lda, ldb, bstride_a, bstride_b;
 } plan_key_t;
@@ -233,7 +233,8 @@ static eng_status_t plan_build(cublasLtHandle_t h, const eng_blaslt_gemm_t *g,
   if (!s)
     s = make_layout(&p->lb, data, g->a.trans ? g->m : g->k, g->a.trans ? g->k : g->m, g->a.ld,
                     g->batch, g->a.bstride);
-  if (!s) s = make_layout(&p->lc, data, g->n, g->m, g->n, g->batch, g->m * g->n);
+  if (!s)
+    s = make_layout(&p->lc, g->c_f32 ? CUDA_R_32F : data, g->n, g->m, g->n, g->batch, g->m * g->n);
   if (!s) {
     what = "heuristic query";
     cublasLtMatmulHeuristicResult_t r;
@@ -269,9 +270,10 @@ static int may_tune(int device, cudaStream_t stream) {
 }
 
 /* Times the heuristic's top TUNE_CANDIDATES algorithms for the plan on g's operands (writing g->c,
- * which the real run then overwrites: beta is 0) and keeps the fastest in the plan. Runs once per
- * plan (p->tune is cleared first, whatever happens). A candidate cuBLASLt refuses to launch is
- * skipped; CUDA failures of the timing itself are errors. Lock held, device current. */
+ * which the real run then overwrites: beta is 0; an accumulating product's candidates write a
+ * scratch C instead) and keeps the fastest in the plan. Runs once per plan (p->tune is cleared
+ * first, whatever happens). A candidate cuBLASLt refuses to launch is skipped; CUDA failures of
+ * the timing itself are errors. Lock held, device current. */
 static eng_status_t plan_tune(cublasLtHandle_t h, plan_t *p, const eng_blaslt_gemm_t *g, int device,
                               cudaStream_t stream) {
   p->tune = 0;
@@ -306,6 +308,14 @@ static eng_status_t plan_tune(cublasLtHandle_t h, plan_t *p, const eng_blaslt_ge
   }
   /* No memory for the largest candidate's workspace: keep the heuristic's pick, untimed. */
   if (ws_size && eng_cuda_malloc(device, ws_size, (eng_stream_t)stream, &ws)) return ENG_OK;
+  void *c = g->c;
+  if (g->accumulate &&
+      eng_cuda_malloc(device,
+                      (size_t)(g->m * g->n * g->batch) * (g->c_f32 ? 4 : eng_dtype_size(g->dtype)),
+                      (eng_stream_t)stream, &c)) {
+    if (ws) eng_cuda_free(device, ws);
+    return ENG_OK;
+  }
   cudaError_t err = cudaSuccess;
   for (; !st && !err && nev <= count; nev++) err = cudaEventCreate(&ev[nev]);
   if (!st && err) {
@@ -322,8 +332,8 @@ static eng_status_t plan_tune(cublasLtHandle_t h, plan_t *p, const eng_blaslt_ge
     err = cudaEventRecord(ev[0], stream);
     for (int i = 0; !err && i < count; i++) {
       if (ok[i] &&
-          cublasLtMatmul(h, p->desc, alpha, g->b.data, p->la, g->a.data, p->lb, beta, g->c, p->lc,
-                         g->c, p->lc, &r[i].algo, ws, r[i].workspaceSize,
+          cublasLtMatmul(h, p->desc, alpha, g->b.data, p->la, g->a.data, p->lb, beta, c, p->lc,
+                         c, p->lc, &r[i].algo, ws, r[i].workspaceSize,
                          stream) != CUBLAS_STATUS_SUCCESS)
         ok[i] = 0; /* refused to launch: not a candidate */
       err = cudaEventRecord(ev[i + 1], stream);
@@ -349,6 +359,7 @@ static eng_status_t plan_tune(cublasLtHandle_t h, plan_t *p, const eng_blaslt_ge
   }
   for (int i = 0; i < nev; i++) cudaEventDestroy(ev[i]);
   if (ws) eng_cuda_free(device, ws); /* stream-ordered, like plan_run's */
+  if (c != g->c) eng_cuda_free(device, c);
   return st;
 }
 
@@ -365,11 +376,11 @@ static eng_status_t plan_run(cublasLtHandle_t h, plan_t *p, const eng_blaslt_gem
     eng_status_t st = eng_cuda_malloc(device, p->workspace, stream, &ws);
     if (st) return st;
   }
-  const float one32 = 1.0f, zero32 = 0.0f;
-  const double one64 = 1.0, zero64 = 0.0;
+  const float alpha32 = g->negate ? -1.0f : 1.0f, beta32 = g->accumulate ? 1.0f : 0.0f;
+  const double alpha64 = alpha32, beta64 = beta32;
   int f64 = g->dtype == ENG_F64;
-  s = cublasLtMatmul(h, p->desc, f64 ? (const void *)&one64 : (const void *)&one32, g->b.data,
-                     p->la, g->a.data, p->lb, f64 ? (const void *)&zero64 : (const void *)&zero32,
+  s = cublasLtMatmul(h, p->desc, f64 ? (const void *)&alpha64 : (const void *)&alpha32, g->b.data,
+                     p->la, g->a.data, p->lb, f64 ? (const void *)&beta64 : (const void *)&beta32,
                      g->c, p->lc, g->c, p->lc, &p->algo, ws, p->workspace, (cudaStream_t)stream);
   if (ws) eng_cuda_free(device, ws); /* stream-ordered: reused only after this product */
   return s ? lt_error("matmul", s) : ENG_OK;
@@ -387,6 +398,7 @@ eng_status_t eng_blaslt_gemm(int device, eng_stream_t stream, const eng_blaslt_g
   key.has_bias = g->bias != NULL;
   key.trans_a = g->a.trans;
   key.trans_b = g->b.trans;
+  key.c_f32 = g->c_f32;
   key.align_a = alignment(g->a.data);
   key.align_b = alignment(g->b.data);
   key.align_c = alignment(g->c);

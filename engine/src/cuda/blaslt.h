@@ -33,9 +33,12 @@ typedef struct {
   void *c;                     /* contiguous [batch, m, n] */
   const void *bias;            /* contiguous [n], added to every row; NULL for none */
   int act;                     /* eng_act_t, applied after the bias */
+  int negate;                  /* the product enters negated (alpha = -1) */
+  int accumulate;              /* C's values are added (beta = 1; no bias, no act) */
+  int c_f32;                   /* C in f32 whatever the operands' dtype (sums rounded later) */
 } eng_blaslt_gemm_t;
 
-/* Runs C = act(A @ B + bias) on `stream` of `device` (no synchronisation). ENG_ERR_UNSUPPORTED when
+/* Runs C = act(A @ B + bias), or C = C +- A @ B, on `stream` of `device` (no synchronisation). ENG_ERR_UNSUPPORTED when
  * cuBLASLt has no algorithm for the problem (an epilogue it lacks for the dtype, say): callers may
  * then fall back. Other failures are ENG_ERR_DEVICE / ENG_ERR_OOM naming the cuBLASLt status. */
 eng_status_t eng_blaslt_gemm(int device, eng_stream_t stream, const eng_blaslt_gemm_t *g);

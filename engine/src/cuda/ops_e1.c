@@ -1,10 +1,12 @@
 /* e1 and e1_backward on CUDA: contiguous inputs, the persistent kernels of kernels/cuda/e1.cu on
- * the current stream, and for the backward the weight gradients as registry ops on the result:
- * dW_h = dxw^T h_prev (one GEMM over all B*T steps) and db = sum of dxw. */
+ * the current stream, and for the backward the weight gradients: dW_h = dxw^T h_prev over all
+ * B*T steps (eng_es_cuda_prev_weight_grad) and db = sum of dxw. */
 #include <cuda_runtime.h>
 
+#include "cuda/blaslt.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/e1.h"
+#include "eng_ops.h"
 #include "ops/e_series.h"
 #include "ops/op_common.h"
 #include "ops/ops_internal.h"
@@ -55,9 +57,55 @@ eng_status_t eng_es_cuda_bias_grad(eng_tensor_t *g, eng_tensor_t *db) {
   return eng_op_dispatch(&sum);
 }
 
+/* Flat, rows r >= 1 of g pair with rows r - 1 of hs except at the B rows t = 0, so
+ *   dW = g[1:]^T hs[:-1] - sum_{b >= 1} g[b,0]^T hs[b-1,T-1] + sum_b g[b,0]^T h0[b]:
+ * one GEMM over B T - 1 rows and two over B - 1 and B rows read in place (row stride T d), summed
+ * in f32 (16-bit dtypes: into an f32 [d,d], then rounded once into dW, as one GEMM over h_prev
+ * would). The copy of hs a step back this replaces moved 67 MB at B = 64 T = 512 d = 512 (~20 us,
+ * docs/PERF.md session 37). At T = 1 every row is a t = 0 row: dW = g^T h0. */
+eng_status_t eng_es_cuda_prev_weight_grad(const eng_tensor_t *g, const eng_tensor_t *hs,
+                                          const eng_tensor_t *h0, eng_tensor_t *dW) {
+  const int dev = dW->storage->device.index;
+  const int64_t B = g->shape[0], T = g->shape[1], d = g->shape[2];
+  const size_t es = eng_dtype_size(g->dtype);
+  const int wide = es == 2; /* the sum in f32, rounded once */
+  const char *gp = eng_tensor_data(g), *hp = eng_tensor_data(hs);
+  eng_tensor_t *sum = NULL;
+  cudaStream_t stream;
+  eng_status_t st = eng_cuda_stream_of(dev, &stream);
+  if (!st && wide) st = eng_tensor_empty(dW->shape, 2, ENG_F32, dW->storage->device, &sum);
+  if (st) return st;
+  const eng_blaslt_gemm_t base = {.dtype = g->dtype, .m = d, .n = d, .batch = 1, .c_f32 = wide,
+                                  .c = eng_tensor_data(wide ? sum : dW), .act = ENG_ACT_NONE};
+  /* the parts: dW (+)= (-) a^T b over k rows, a's and b's rows lda and ldb elements apart */
+  const void *a[3] = {gp, gp + (size_t)(T * d) * es, gp + (size_t)d * es};
+  const void *b[3] = {h0 ? eng_tensor_data(h0) : NULL, hp + (size_t)((T - 1) * d) * es, hp};
+  const int64_t k[3] = {h0 ? B : 0, T > 1 ? B - 1 : 0, T > 1 ? B * T - 1 : 0};
+  const int64_t lda[3] = {T * d, T * d, d}, ldb[3] = {d, T * d, d};
+  int wrote = 0;
+  for (int i = 0; !st && i < 3; i++) {
+    if (k[i] <= 0) continue;
+    eng_blaslt_gemm_t part = base;
+    part.k = k[i];
+    part.a = (eng_blaslt_operand_t){.data = a[i], .trans = 1, .ld = lda[i]};
+    part.b = (eng_blaslt_operand_t){.data = b[i], .trans = 0, .ld = ldb[i]};
+    part.negate = i == 1;
+    part.accumulate = wrote;
+    st = eng_blaslt_gemm(dev, (eng_stream_t)stream, &part);
+    wrote = 1;
+  }
+  if (!st && !wrote) { /* T = 1 without h0: h_prev is zero */
+    cudaError_t err = cudaMemsetAsync(base.c, 0, (size_t)(d * d) * (wide ? 4 : es), stream);
+    if (err) st = eng_cuda_error(err, "cudaMemsetAsync (dW_h)");
+  }
+  if (!st && wide) st = eng_tensor_copy_(dW, sum);
+  eng_tensor_release(sum);
+  return st;
+}
+
 eng_status_t eng_cuda_e1_backward(const eng_op_call_t *call) {
   const char *op = eng_call_name(call);
-  eng_tensor_t *c[6] = {NULL}, *hprev = NULL;
+  eng_tensor_t *c[6] = {NULL};
   cudaStream_t stream;
   eng_status_t st = eng_cuda_stream_of(call->out[0]->storage->device.index, &stream);
   if (!st) st = eng_call_contiguous_inputs(call, c);
@@ -69,13 +117,8 @@ eng_status_t eng_cuda_e1_backward(const eng_op_call_t *call) {
       eng_tensor_data(c[4]), eng_data_or_null(c[5]), eng_tensor_data(call->out[0]),
       eng_tensor_data(call->out[1]), eng_tensor_data(call->out[4]), stream);
   if (rc) st = cuda_failed(op, rc);
-  if (!st) st = eng_tensor_empty(s, 3, z->dtype, call->out[0]->storage->device, &hprev);
-  if (!st && (rc = eng_kcuda_seq_shift(z->dtype, s[0], s[1], s[2], eng_tensor_data(c[3]),
-                                       eng_data_or_null(c[2]), eng_tensor_data(hprev), stream)))
-    st = cuda_failed(op, rc);
-  if (!st) st = eng_es_cuda_weight_grad(call->out[0], hprev, call->out[2]);
+  if (!st) st = eng_es_cuda_prev_weight_grad(call->out[0], c[3], c[2], call->out[2]);
   if (!st) st = eng_es_cuda_bias_grad(call->out[0], call->out[3]);
-  eng_tensor_release(hprev);
   for (int k = 0; k < 6; k++) eng_tensor_release(c[k]);
   return st;
 }

@@ -1,11 +1,10 @@
 /* e23 and e23_backward on CUDA: contiguous inputs, a scratch buffer sized by the kernels' plan,
  * the persistent kernels of kernels/cuda/e23.cu on the current stream, and for the backward the
- * weight gradients as registry ops: dW_h = dxw^T h_prev, dW_write = dw^T hs (one GEMM each over
- * all B*T steps) and db = sum of dxw. */
+ * weight gradients: dW_h = dxw^T h_prev (eng_es_cuda_prev_weight_grad), dW_write = dw^T hs (one
+ * GEMM each over all B*T steps) and db = sum of dxw (unless the kernels summed it). */
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_internal.h"
-#include "cuda/e1.h"
 #include "cuda/e23.h"
 #include "ops/e_series.h"
 #include "ops/op_common.h"
@@ -53,7 +52,7 @@ eng_status_t eng_cuda_e23(const eng_op_call_t *call) {
 
 eng_status_t eng_cuda_e23_backward(const eng_op_call_t *call) {
   const char *op = eng_call_name(call);
-  eng_tensor_t *c[10] = {NULL}, *ck = NULL, *work = NULL, *dw = NULL, *hprev = NULL;
+  eng_tensor_t *c[10] = {NULL}, *ck = NULL, *work = NULL, *dw = NULL;
   const eng_device_t dev = call->out[0]->storage->device;
   cudaStream_t stream;
   eng_status_t st = eng_cuda_stream_of(dev.index, &stream);
@@ -64,27 +63,22 @@ eng_status_t eng_cuda_e23_backward(const eng_op_call_t *call) {
   st = eng_tensor_to_dtype(c[6], eng_es_state_dtype(dt), &ck);
   if (!st) st = scratch(op, dt, s, N, C, 1, dev, &work);
   if (!st) st = eng_tensor_empty(s, 3, dt, dev, &dw);
+  int db_done = 0;
   if (!st) {
     int rc = eng_kcuda_e23_backward(
         dt, s[0], s[1], N, s[2], C, eng_tensor_data(c[0]), eng_tensor_data(c[1]),
         eng_tensor_data(c[2]), eng_tensor_data(c[3]), eng_data_or_null(c[4]), eng_tensor_data(c[5]),
         eng_tensor_data(ck), eng_tensor_data(c[7]), eng_data_or_null(c[8]), eng_data_or_null(c[9]),
         eng_tensor_data(call->out[0]), eng_tensor_data(dw), eng_tensor_data(call->out[4]),
-        eng_tensor_data(call->out[5]), work ? eng_tensor_data(work) : NULL, stream);
+        eng_tensor_data(call->out[5]), eng_tensor_data(call->out[3]), &db_done,
+        work ? eng_tensor_data(work) : NULL, stream);
     if (rc) st = cuda_failed(op, rc);
   }
   eng_tensor_release(work);
-  work = NULL;
-  if (!st) st = eng_tensor_empty(s, 3, dt, dev, &hprev);
-  if (!st) {
-    int rc = eng_kcuda_seq_shift(dt, s[0], s[1], s[2], eng_tensor_data(c[5]),
-                                 eng_data_or_null(c[4]), eng_tensor_data(hprev), stream);
-    if (rc) st = cuda_failed(op, rc);
-  }
-  if (!st) st = eng_es_cuda_weight_grad(call->out[0], hprev, call->out[1]);
+  if (!st) st = eng_es_cuda_prev_weight_grad(call->out[0], c[5], c[4], call->out[1]);
   if (!st) st = eng_es_cuda_weight_grad(dw, c[5], call->out[2]);
-  if (!st) st = eng_es_cuda_bias_grad(call->out[0], call->out[3]);
-  eng_tensor_release(hprev), eng_tensor_release(dw), eng_tensor_release(ck);
+  if (!st && !db_done) st = eng_es_cuda_bias_grad(call->out[0], call->out[3]);
+  eng_tensor_release(dw), eng_tensor_release(ck);
   for (int k = 0; k < 10; k++) eng_tensor_release(c[k]);
   return st;
 }

@@ -40,6 +40,11 @@ eng_status_t eng_es_run(eng_op_call_t *call, eng_tensor_t **const *outs, int n);
  * db [d] = the sum of g over (b,t). */
 eng_status_t eng_es_cuda_weight_grad(eng_tensor_t *g, eng_tensor_t *x, eng_tensor_t *dW);
 eng_status_t eng_es_cuda_bias_grad(eng_tensor_t *g, eng_tensor_t *db);
+/* dW [d,d] = sum over (b,t) of g[b,t,:]^T h_{t-1}[b,:], h_{t-1} the row of hs a step back (h0,
+ * or zero, at t = 0), for g, hs contiguous [B,T,d] and h0 contiguous [B,d] or NULL, with no copy
+ * of hs shifted (ops_e1.c). */
+eng_status_t eng_es_cuda_prev_weight_grad(const eng_tensor_t *g, const eng_tensor_t *hs,
+                                          const eng_tensor_t *h0, eng_tensor_t *dW);
 #endif
 
 #endif
