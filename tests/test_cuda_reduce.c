@@ -101,7 +101,7 @@ Test(cuda_reduce, columns_odd_sizes) {
 }
 
 /* Columns whose rows are 16-byte aligned (the kept size a multiple of 8 elements): a thread folds
- * 16 bytes of adjacent columns (fold_cols_vec), unsplit and split; [32768, 512] is the E-series
+ * 16 bytes of adjacent columns (fold_cols<V > 1>), unsplit and split; [32768, 512] is the E-series
  * bias gradient's shape (B T rows of d). */
 Test(cuda_reduce, aligned_columns) {
   SKIP_WITHOUT_GPU();

@@ -164,10 +164,6 @@ __device__ __forceinline__ void unit_sums_send(float (&v)[2 * kRtRows], float *g
   if (ug < 2) put_some_async<CS, CS>(gp + 4 * 8 + ug, y[0], bar, to);
 }
 
-__device__ __forceinline__ void prefetch_l2(const void *p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
   using S = BrStep;
@@ -626,8 +622,9 @@ __global__ void __launch_bounds__(kBrThreads, 1) e23_bwd_rt(P23<T> p) {
       dh_block(X, g);
       store_block(p.dtape0 + ((gb + g) * N + s0) * d + r0 + u0, X, d);
     }
-  if (fin) store(p.dh0 + (gb + n) * d + c, carry.x), store(p.dh0 + (gb + n) * d + c + 1, carry.y);
-  if (fin)
+  if (fin) {
+    store(p.dh0 + (gb + n) * d + c, carry.x), store(p.dh0 + (gb + n) * d + c + 1, carry.y);
     *reinterpret_cast<float2 *>(p.db_rows + (gb + n) * d + c) =
         *reinterpret_cast<const float2 *>(dbs + n * R + r);
+  }
 }

@@ -249,54 +249,35 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-// Thread t folds column t % cols over chunk t / cols; the result goes to col * splits + chunk.
-template <typename In, typename Op, typename Out>
+// Thread t folds V adjacent columns, V (t % vcols) .. V (t % vcols) + V - 1 (vcols = cols / V),
+// over chunk t / vcols; column col's result goes to col * splits + chunk. V > 1 (16 bytes of
+// columns a load) where every row of x is 16-byte aligned: a thread a column with 2-byte loads
+// moved ~1.6 TB/s (a bf16 [32768, 512] sum: 21 -> 16 us, docs/PERF.md session 37). Each column is
+// folded in the same order whatever V.
+template <int V, typename In, typename Op, typename Out>
 __global__ void __launch_bounds__(kColThreads)
     fold_cols(const In *__restrict__ x, int64_t outer, int64_t n, int64_t inner, int64_t chunk,
               int64_t splits, Op op, Out out) {
-  const int64_t cols = outer * inner, total = cols * splits;
+  const int64_t vcols = outer * inner / V, total = vcols * splits;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
-    const int64_t col = t % cols, part = t / cols;
+    const int64_t col = (t % vcols) * V, part = t / vcols;
     const int64_t start = part * chunk, end = n - start < chunk ? n : start + chunk;
     const In *p = x + (col / inner) * n * inner + col % inner;
-    const typename Op::Ctx c = op.ctx(col);
-    typename Op::State s = op.init();
-#pragma unroll 4
-    for (int64_t k = start; k < end; k++) s = op.combine(s, op.elem(p[k * inner], k, c));
-    out(col * splits + part, s);
-  }
-}
-
-// fold_cols with 16-byte loads where every row of x is aligned (inner % VEC == 0, x 16-byte
-// aligned): thread t folds columns VEC (t % vcols) .. VEC (t % vcols) + VEC - 1 over chunk
-// t / vcols, each column in the same order as fold_cols (the same results). A thread a column
-// with 2-byte loads moved ~1.6 TB/s (a bf16 [32768, 512] sum: 21 -> 16 us, docs/PERF.md
-// session 37).
-template <typename In, typename Op, typename Out>
-__global__ void __launch_bounds__(kColThreads)
-    fold_cols_vec(const In *__restrict__ x, int64_t outer, int64_t n, int64_t inner, int64_t chunk,
-                  int64_t splits, Op op, Out out) {
-  constexpr int VEC = vec_of<In>();
-  const int64_t vcols = outer * inner / VEC, total = vcols * splits;
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
-    const int64_t col = (t % vcols) * VEC, part = t / vcols;
-    const int64_t start = part * chunk, end = n - start < chunk ? n : start + chunk;
-    const In *p = x + (col / inner) * n * inner + col % inner;
-    typename Op::Ctx c[VEC];
-    typename Op::State s[VEC];
+    typename Op::Ctx c[V];
+    typename Op::State s[V];
 #pragma unroll
-    for (int e = 0; e < VEC; e++) c[e] = op.ctx(col + e), s[e] = op.init();
-#pragma unroll 8
+    for (int e = 0; e < V; e++) c[e] = op.ctx(col + e), s[e] = op.init();
+#pragma unroll(V == 1 ? 4 : 8)
     for (int64_t k = start; k < end; k++) {
-      alignas(16) In buf[VEC];
-      *reinterpret_cast<int4 *>(buf) = *reinterpret_cast<const int4 *>(p + k * inner);
+      alignas(16) In buf[V];
+      if constexpr (V == 1) buf[0] = p[k * inner];
+      else *reinterpret_cast<int4 *>(buf) = *reinterpret_cast<const int4 *>(p + k * inner);
 #pragma unroll
-      for (int e = 0; e < VEC; e++) s[e] = op.combine(s[e], op.elem(buf[e], k, c[e]));
+      for (int e = 0; e < V; e++) s[e] = op.combine(s[e], op.elem(buf[e], k, c[e]));
     }
 #pragma unroll
-    for (int e = 0; e < VEC; e++) out((col + e) * splits + part, s[e]);
+    for (int e = 0; e < V; e++) out((col + e) * splits + part, s[e]);
   }
 }
 
@@ -333,7 +314,7 @@ Split plan_cols(int64_t cols, int64_t n) {
 }
 
 // Columns whose rows take 16-byte loads (inner a multiple of 8) are planned as 8 a thread, the
-// vector of 16-bit dtypes (fold_cols_vec): wider dtypes' vectors hold fewer (more splits than
+// vector of 16-bit dtypes (fold_cols): wider dtypes' vectors hold fewer (more splits than
 // they need), and the plan stays a function of the sizes alone, as the workspace's size is.
 Split plan(int64_t outer, int64_t n, int64_t inner) {
   if (inner == 1) return plan_rows(outer, n);
@@ -369,11 +350,11 @@ cudaError_t cols_pass(const In *x, int64_t outer, int64_t n, int64_t inner, Spli
   constexpr int VEC = vec_of<In>();
   if (VEC > 1 && inner % VEC == 0 && (uintptr_t)x % 16 == 0) {
     unsigned blocks = blocks_for(outer * inner / VEC * sp.splits, kColThreads, kMaxBlocks);
-    fold_cols_vec<<<blocks, kColThreads, 0, stream>>>(x, outer, n, inner, sp.chunk, sp.splits, op, out);
-    return cudaGetLastError();
+    fold_cols<VEC><<<blocks, kColThreads, 0, stream>>>(x, outer, n, inner, sp.chunk, sp.splits, op, out);
+  } else {
+    unsigned blocks = blocks_for(outer * inner * sp.splits, kColThreads, kMaxBlocks);
+    fold_cols<1><<<blocks, kColThreads, 0, stream>>>(x, outer, n, inner, sp.chunk, sp.splits, op, out);
   }
-  unsigned blocks = blocks_for(outer * inner * sp.splits, kColThreads, kMaxBlocks);
-  fold_cols<<<blocks, kColThreads, 0, stream>>>(x, outer, n, inner, sp.chunk, sp.splits, op, out);
   return cudaGetLastError();
 }
 

@@ -95,10 +95,11 @@ eng_status_t eng_es_cuda_prev_weight_grad(const eng_tensor_t *g, const eng_tenso
     wrote = 1;
   }
   if (!st && !wrote) { /* T = 1 without h0: h_prev is zero */
-    cudaError_t err = cudaMemsetAsync(base.c, 0, (size_t)(d * d) * (wide ? 4 : es), stream);
+    cudaError_t err = cudaMemsetAsync(eng_tensor_data(dW), 0, eng_tensor_nbytes(dW), stream);
     if (err) st = eng_cuda_error(err, "cudaMemsetAsync (dW_h)");
+  } else if (!st && wide) {
+    st = eng_tensor_copy_(dW, sum);
   }
-  if (!st && wide) st = eng_tensor_copy_(dW, sum);
   eng_tensor_release(sum);
   return st;
 }
